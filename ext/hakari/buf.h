@@ -1,0 +1,32 @@
+/* buf.h — growable byte buffer, the output sink of every encoder.
+ *
+ * Layout: one heap block `data` of `cap` bytes, `len` of them used. A failed
+ * growth sets `oom` and turns every later append into a no-op, so encoders can
+ * append freely and check once at the end (hk_buf_ok).
+ * ctx: core (plain C, any thread; a buffer is owned by one caller at a time).
+ */
+#ifndef HK_BUF_H
+#define HK_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hk_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    int oom;
+} hk_buf;
+
+void hk_buf_init(hk_buf *b);
+void hk_buf_free(hk_buf *b);
+int hk_buf_reserve(hk_buf *b, size_t extra);
+void hk_buf_append(hk_buf *b, const void *p, size_t n);
+void hk_buf_putc(hk_buf *b, uint8_t c);
+void hk_buf_puts(hk_buf *b, const char *s);
+/* printf-style append; returns 0 or -1 on failure */
+int hk_buf_printf(hk_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static inline int hk_buf_ok(const hk_buf *b) { return !b->oom; }
+
+#endif

@@ -1,0 +1,25 @@
+# frozen_string_literal: true
+
+# Build configuration for hakari's C extension. Capabilities are detected by
+# probing headers and functions, never by RUBY_VERSION, so a Ruby that back- or
+# forward-ports an API gets the right code path.
+require "mkmf"
+
+abort "hakari needs zlib (Debian: zlib1g-dev)" unless have_header("zlib.h") && have_library("z", "deflateInit2_")
+have_library("pthread")
+have_library("rt", "timer_create")
+
+have_func("rb_postponed_job_preregister", "ruby/debug.h")
+have_func("rb_postponed_job_trigger", "ruby/debug.h")
+have_func("rb_postponed_job_register_one", "ruby/debug.h")
+have_func("rb_profile_frame_full_label", "ruby/debug.h")
+have_func("timer_create", "time.h")
+have_const("SIGEV_THREAD_ID", "signal.h")
+have_func("gettid", "unistd.h")
+have_func("pthread_getcpuclockid", "pthread.h")
+
+$CFLAGS << " -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter"
+$CFLAGS << " -Werror" if ENV["HAKARI_WERROR"] == "1"
+$CFLAGS << " #{ENV['HAKARI_EXTRA_CFLAGS']}" if ENV["HAKARI_EXTRA_CFLAGS"]
+
+create_makefile("hakari/hakari")

@@ -1,0 +1,265 @@
+/* hakari.c — the Ruby bindings: Hakari::Native (engine control) and
+ * Hakari::Profile (a profile model with its counters, encoders and #to_h).
+ *
+ * This is the only file that defines Ruby methods and raises. Arguments are
+ * checked here, before any C state changes, and every error names the bad
+ * value and what is accepted.
+ */
+#include <ruby.h>
+#include <sys/resource.h>
+
+#include "buf.h"
+#include "collapsed_encode.h"
+#include "pprof_encode.h"
+#include "profile.h"
+#include "sampler.h"
+#include "text_report.h"
+
+static VALUE mHakari, mNative, cProfile;
+static ID id_cpu, id_wall, id_pprof, id_collapsed, id_text;
+
+/* ---- Hakari::Profile ----------------------------------------------------- */
+
+typedef struct profile_obj {
+    hk_profile *p;
+    hk_sampler_stats st;
+} profile_obj;
+
+static void profile_free(void *ptr)
+{
+    profile_obj *o = ptr;
+    hk_profile_free(o->p);
+    xfree(o);
+}
+
+static size_t profile_memsize(const void *ptr)
+{
+    const profile_obj *o = ptr;
+    return sizeof(*o) + (o->p ? hk_profile_memsize(o->p) : 0);
+}
+
+static const rb_data_type_t profile_type = {
+    "Hakari::Profile", {NULL, profile_free, profile_memsize, NULL, {0}}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
+
+static VALUE profile_wrap(hk_profile *p, const hk_sampler_stats *st)
+{
+    profile_obj *o;
+    VALUE obj = TypedData_Make_Struct(cProfile, profile_obj, &profile_type, o);
+    o->p = p;
+    o->st = *st;
+    return obj;
+}
+
+static profile_obj *profile_get(VALUE self)
+{
+    profile_obj *o = rb_check_typeddata(self, &profile_type);
+    if (!o->p) rb_raise(rb_eRuntimeError, "uninitialized Hakari::Profile");
+    return o;
+}
+
+/* Profile#encode(format) -> String; format is :pprof, :collapsed or :text */
+static VALUE profile_encode(VALUE self, VALUE format)
+{
+    profile_obj *o = profile_get(self);
+    ID f = SYMBOL_P(format) ? SYM2ID(format) : 0;
+    size_t vi = hk_profile_default_value(o->p);
+    hk_buf b;
+    hk_buf_init(&b);
+    int rc;
+    if (f == id_pprof) rc = hk_pprof_encode(o->p, &b, 1);
+    else if (f == id_collapsed) rc = hk_collapsed_encode(o->p, vi, &b);
+    else if (f == id_text) rc = hk_text_report(o->p, vi, 50, &b);
+    else rb_raise(rb_eArgError, "unknown format %+" PRIsVALUE " (expected :pprof, :collapsed or :text)", format);
+    if (rc < 0) {
+        hk_buf_free(&b);
+        rb_raise(rb_eNoMemError, "hakari: out of memory while encoding the profile");
+    }
+    VALUE s = f == id_pprof ? rb_str_new((const char *)b.data, (long)b.len)
+                            : rb_utf8_str_new((const char *)b.data, (long)b.len);
+    hk_buf_free(&b);
+    return s;
+}
+
+static VALUE pstr(const hk_profile *p, uint32_t idx) { return rb_utf8_str_new_cstr(hk_profile_str(p, idx)); }
+
+/* frames of location ids, leaf first: [[label, path, line], ...]; frame arrays shared per location */
+static VALUE frames_of(const hk_profile *p, size_t i, VALUE *loc_cache)
+{
+    const uint32_t *locs = hk_profile_sample_locs(p, i);
+    uint32_t n = p->samples[i].nloc;
+    VALUE frames = rb_ary_new_capa(n);
+    for (uint32_t j = 0; j < n; j++) {
+        VALUE fr = loc_cache[locs[j]];
+        if (NIL_P(fr)) {
+            const hk_location *l = hk_profile_loc(p, locs[j]);
+            const hk_function *fn = hk_profile_func(p, l->function_id);
+            fr = rb_ary_new_from_args(3, pstr(p, fn->name), pstr(p, fn->filename), LL2NUM(l->line));
+            rb_obj_freeze(fr);
+            loc_cache[locs[j]] = fr;
+        }
+        rb_ary_push(frames, fr);
+    }
+    return frames;
+}
+
+static int64_t label_num(const hk_profile *p, size_t i, const char *key)
+{
+    const hk_label *l = hk_profile_sample_labels(p, i);
+    for (uint32_t j = 0; j < p->samples[i].nlabel; j++)
+        if (strcmp(hk_profile_str(p, l[j].key), key) == 0) return l[j].num;
+    return 0;
+}
+
+static VALUE samples_ary(const hk_profile *p, int aggregate)
+{
+    VALUE cache_holder = rb_ary_new_capa((long)p->nlocations + 1);
+    for (size_t i = 0; i <= p->nlocations; i++) rb_ary_push(cache_holder, Qnil);
+    VALUE *cache = RARRAY_PTR(cache_holder); /* the array keeps every cached frame alive */
+    int ci = hk_profile_find_value(p, "samples");
+    size_t wi = hk_profile_default_value(p);
+    VALUE out = rb_ary_new_capa((long)p->nsamples);
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const int64_t *v = hk_profile_sample_values(p, i);
+        VALUE row = rb_ary_new_capa(5);
+        rb_ary_push(row, frames_of(p, i, cache));
+        rb_ary_push(row, LL2NUM(v[wi]));
+        rb_ary_push(row, LL2NUM(ci >= 0 ? v[ci] : 1));
+        rb_ary_push(row, LL2NUM(label_num(p, i, "thread")));
+        if (!aggregate) rb_ary_push(row, LL2NUM(label_num(p, i, "timestamp")));
+        rb_ary_push(out, row);
+    }
+    RB_GC_GUARD(cache_holder);
+    return out;
+}
+
+#define SET(h, k, v) rb_hash_aset(h, ID2SYM(rb_intern(k)), v)
+
+/* Profile#to_h -> Hash (shape documented in the README) */
+static VALUE profile_to_h(VALUE self)
+{
+    profile_obj *o = profile_get(self);
+    const hk_sampler_stats *st = &o->st;
+    VALUE h = rb_hash_new();
+    SET(h, "mode", ID2SYM(st->mode == HK_MODE_CPU ? id_cpu : id_wall));
+    SET(h, "frequency", INT2NUM(st->frequency));
+    SET(h, "aggregate", st->aggregate ? Qtrue : Qfalse);
+    SET(h, "start_time_ns", LL2NUM(st->start_time_ns));
+    SET(h, "duration_ns", LL2NUM(st->duration_ns));
+    SET(h, "trigger_count", ULL2NUM(st->trigger_count));
+    SET(h, "sampling_count", ULL2NUM(st->sampling_count));
+    SET(h, "sample_count", ULL2NUM(st->sample_count));
+    SET(h, "dropped_count", ULL2NUM(st->dropped_count));
+    SET(h, "sampling_time_ns", ULL2NUM(st->sampling_time_ns));
+    SET(h, "thread_count", ULL2NUM(st->thread_count));
+    SET(h, "unique_frames", ULL2NUM(st->unique_frames));
+    SET(h, "unique_stacks", ULL2NUM(st->unique_stacks));
+    SET(h, "timer", rb_str_new_cstr(st->timer_kind ? st->timer_kind : "none"));
+    SET(h, "samples", samples_ary(o->p, st->aggregate));
+    return h;
+}
+
+/* ---- Hakari::Native ------------------------------------------------------- */
+
+static int int_in(VALUE v, long lo, long hi, long *out)
+{
+    if (!RB_INTEGER_TYPE_P(v) || !FIXNUM_P(v)) return 0;
+    long x = FIX2LONG(v);
+    if (x < lo || x > hi) return 0;
+    *out = x;
+    return 1;
+}
+
+/* Native.start(mode, frequency, aggregate, max_depth) -> true */
+static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregate, VALUE max_depth)
+{
+    hk_sampler_config cfg;
+    long x;
+    if (SYMBOL_P(mode) && SYM2ID(mode) == id_cpu) cfg.mode = HK_MODE_CPU;
+    else if (SYMBOL_P(mode) && SYM2ID(mode) == id_wall) cfg.mode = HK_MODE_WALL;
+    else rb_raise(rb_eArgError, "unknown mode %+" PRIsVALUE " (expected :cpu or :wall)", mode);
+    if (!int_in(frequency, HK_MIN_FREQUENCY, HK_MAX_FREQUENCY, &x))
+        rb_raise(rb_eArgError, "invalid frequency %+" PRIsVALUE " (expected an Integer from %d to %d Hz)", frequency,
+                 HK_MIN_FREQUENCY, HK_MAX_FREQUENCY);
+    cfg.frequency = (int)x;
+    if (!int_in(max_depth, 1, HK_MAX_MAX_DEPTH, &x))
+        rb_raise(rb_eArgError, "invalid max_depth %+" PRIsVALUE " (expected an Integer from 1 to %d)", max_depth,
+                 HK_MAX_MAX_DEPTH);
+    cfg.max_depth = (int)x;
+    cfg.aggregate = RTEST(aggregate);
+    char err[256];
+    if (hk_sampler_start(&cfg, err, sizeof(err)) < 0) rb_raise(rb_eRuntimeError, "hakari: %s", err);
+    return Qtrue;
+}
+
+static VALUE native_stop(VALUE mod)
+{
+    hk_sampler_stats st;
+    if (!hk_sampler_running()) return Qnil;
+    hk_profile *p = hk_sampler_stop(&st);
+    if (!p) rb_raise(rb_eNoMemError, "hakari: out of memory while building the profile");
+    return profile_wrap(p, &st);
+}
+
+static VALUE native_snapshot(VALUE mod, VALUE clear)
+{
+    hk_sampler_stats st;
+    if (!hk_sampler_running()) return Qnil;
+    hk_profile *p = hk_sampler_snapshot(RTEST(clear), &st);
+    if (!p) rb_raise(rb_eNoMemError, "hakari: out of memory while building the profile");
+    return profile_wrap(p, &st);
+}
+
+static VALUE native_running_p(VALUE mod) { return hk_sampler_running() ? Qtrue : Qfalse; }
+
+static VALUE tv_ns(struct timeval tv) { return LL2NUM((long long)tv.tv_sec * 1000000000LL + tv.tv_usec * 1000LL); }
+
+/* Native.children_rusage -> Hash: getrusage(RUSAGE_CHILDREN), for `hakari stat` */
+static VALUE native_children_rusage(VALUE mod)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) != 0) rb_sys_fail("getrusage");
+    VALUE h = rb_hash_new();
+    SET(h, "utime_ns", tv_ns(ru.ru_utime));
+    SET(h, "stime_ns", tv_ns(ru.ru_stime));
+    SET(h, "maxrss_kb", LONG2NUM(ru.ru_maxrss));
+    SET(h, "nvcsw", LONG2NUM(ru.ru_nvcsw));
+    SET(h, "nivcsw", LONG2NUM(ru.ru_nivcsw));
+    SET(h, "inblock", LONG2NUM(ru.ru_inblock));
+    SET(h, "oublock", LONG2NUM(ru.ru_oublock));
+    return h;
+}
+
+/* ---- GC root for the sampler's frame and thread VALUEs -------------------- */
+
+static void root_mark(void *ptr) { hk_sampler_mark(); }
+static size_t root_memsize(const void *ptr) { return hk_sampler_memsize(); }
+static const rb_data_type_t root_type = {
+    "Hakari::SamplerRoot", {root_mark, NULL, root_memsize, NULL, {0}}, NULL, NULL, 0};
+
+void Init_hakari(void)
+{
+    id_cpu = rb_intern("cpu");
+    id_wall = rb_intern("wall");
+    id_pprof = rb_intern("pprof");
+    id_collapsed = rb_intern("collapsed");
+    id_text = rb_intern("text");
+
+    mHakari = rb_define_module("Hakari");
+    mNative = rb_define_module_under(mHakari, "Native");
+    rb_define_module_function(mNative, "start", native_start, 4);
+    rb_define_module_function(mNative, "stop", native_stop, 0);
+    rb_define_module_function(mNative, "snapshot", native_snapshot, 1);
+    rb_define_module_function(mNative, "running?", native_running_p, 0);
+    rb_define_module_function(mNative, "children_rusage", native_children_rusage, 0);
+    rb_define_const(mNative, "MIN_FREQUENCY", INT2NUM(HK_MIN_FREQUENCY));
+    rb_define_const(mNative, "MAX_FREQUENCY", INT2NUM(HK_MAX_FREQUENCY));
+
+    cProfile = rb_define_class_under(mHakari, "Profile", rb_cObject);
+    rb_undef_alloc_func(cProfile);
+    rb_define_method(cProfile, "encode", profile_encode, 1);
+    rb_define_method(cProfile, "to_h", profile_to_h, 0);
+
+    VALUE root = TypedData_Wrap_Struct(rb_cObject, &root_type, NULL);
+    rb_gc_register_mark_object(root);
+    hk_sampler_init();
+}

@@ -1,0 +1,147 @@
+/* pprof_encode.c — writes profile.proto from the profile model.
+ *
+ * Each nested message is written into a scratch buffer and then appended as
+ * a length-delimited field, which keeps the writer single-pass and simple.
+ * Field numbers follow profile.proto (see shared/REFERENCE.md).
+ */
+#include "pprof_encode.h"
+
+#include <string.h>
+#include <zlib.h>
+
+#include "protobuf.h"
+
+enum { /* Profile */
+    PROFILE_SAMPLE_TYPE = 1, PROFILE_SAMPLE = 2, PROFILE_LOCATION = 4, PROFILE_FUNCTION = 5,
+    PROFILE_STRING_TABLE = 6, PROFILE_TIME_NANOS = 9, PROFILE_DURATION_NANOS = 10,
+    PROFILE_PERIOD_TYPE = 11, PROFILE_PERIOD = 12, PROFILE_COMMENT = 13,
+    PROFILE_DEFAULT_SAMPLE_TYPE = 14
+};
+enum { VALUE_TYPE_TYPE = 1, VALUE_TYPE_UNIT = 2 };
+enum { SAMPLE_LOCATION_ID = 1, SAMPLE_VALUE = 2, SAMPLE_LABEL = 3 };
+enum { LABEL_KEY = 1, LABEL_STR = 2, LABEL_NUM = 3, LABEL_NUM_UNIT = 4 };
+enum { LOCATION_ID = 1, LOCATION_LINE = 4 };
+enum { LINE_FUNCTION_ID = 1, LINE_LINE = 2 };
+enum { FUNCTION_ID = 1, FUNCTION_NAME = 2, FUNCTION_SYSTEM_NAME = 3, FUNCTION_FILENAME = 4,
+       FUNCTION_START_LINE = 5 };
+
+static void put_message(hk_buf *out, uint32_t field, hk_buf *msg)
+{
+    hk_pb_bytes(out, field, msg->data, msg->len);
+    if (msg->oom) out->oom = 1;
+    msg->len = 0;
+}
+
+static void value_type(hk_buf *out, uint32_t field, const hk_value_type *vt, hk_buf *tmp)
+{
+    hk_pb_uint(tmp, VALUE_TYPE_TYPE, vt->type);
+    hk_pb_uint(tmp, VALUE_TYPE_UNIT, vt->unit);
+    put_message(out, field, tmp);
+}
+
+static void sample(hk_buf *out, const hk_profile *p, size_t i, hk_buf *tmp, hk_buf *lab)
+{
+    const hk_sample *s = &p->samples[i];
+    hk_pb_packed_u32(tmp, SAMPLE_LOCATION_ID, hk_profile_sample_locs(p, i), s->nloc);
+    hk_pb_packed_i64(tmp, SAMPLE_VALUE, hk_profile_sample_values(p, i), p->nvalues);
+    const hk_label *labels = hk_profile_sample_labels(p, i);
+    for (uint32_t j = 0; j < s->nlabel; j++) {
+        hk_pb_uint(lab, LABEL_KEY, labels[j].key);
+        if (labels[j].str) {
+            hk_pb_uint(lab, LABEL_STR, labels[j].str);
+        } else {
+            hk_pb_int(lab, LABEL_NUM, labels[j].num);
+            hk_pb_uint(lab, LABEL_NUM_UNIT, labels[j].num_unit);
+        }
+        put_message(tmp, SAMPLE_LABEL, lab);
+    }
+    put_message(out, PROFILE_SAMPLE, tmp);
+}
+
+static void location(hk_buf *out, const hk_profile *p, size_t i, hk_buf *tmp, hk_buf *line)
+{
+    const hk_location *l = &p->locations[i];
+    hk_pb_uint(tmp, LOCATION_ID, i + 1);
+    hk_pb_uint(line, LINE_FUNCTION_ID, l->function_id);
+    hk_pb_int(line, LINE_LINE, l->line);
+    put_message(tmp, LOCATION_LINE, line);
+    put_message(out, PROFILE_LOCATION, tmp);
+}
+
+static void function(hk_buf *out, const hk_profile *p, size_t i, hk_buf *tmp)
+{
+    const hk_function *f = &p->functions[i];
+    hk_pb_uint(tmp, FUNCTION_ID, i + 1);
+    hk_pb_uint(tmp, FUNCTION_NAME, f->name);
+    hk_pb_uint(tmp, FUNCTION_SYSTEM_NAME, f->system_name);
+    hk_pb_uint(tmp, FUNCTION_FILENAME, f->filename);
+    hk_pb_int(tmp, FUNCTION_START_LINE, f->start_line);
+    put_message(out, PROFILE_FUNCTION, tmp);
+}
+
+static void encode_raw(const hk_profile *p, hk_buf *out)
+{
+    hk_buf tmp, sub;
+    hk_buf_init(&tmp);
+    hk_buf_init(&sub);
+    for (size_t i = 0; i < p->nvalues; i++) value_type(out, PROFILE_SAMPLE_TYPE, &p->sample_types[i], &tmp);
+    for (size_t i = 0; i < p->nsamples; i++) sample(out, p, i, &tmp, &sub);
+    for (size_t i = 0; i < p->nlocations; i++) location(out, p, i, &tmp, &sub);
+    for (size_t i = 0; i < p->nfunctions; i++) function(out, p, i, &tmp);
+    for (size_t i = 0; i < p->strings.count; i++) {
+        size_t len;
+        const char *s = hk_strtab_get(&p->strings, (uint32_t)i, &len);
+        hk_pb_bytes(out, PROFILE_STRING_TABLE, s, len);
+    }
+    hk_pb_int(out, PROFILE_TIME_NANOS, p->time_nanos);
+    hk_pb_int(out, PROFILE_DURATION_NANOS, p->duration_nanos);
+    if (p->period_type.type || p->period_type.unit) value_type(out, PROFILE_PERIOD_TYPE, &p->period_type, &tmp);
+    hk_pb_int(out, PROFILE_PERIOD, p->period);
+    for (size_t i = 0; i < p->ncomments; i++) {
+        hk_pb_tag(out, PROFILE_COMMENT, HK_PB_VARINT);
+        hk_pb_varint(out, p->comments[i]);
+    }
+    hk_pb_uint(out, PROFILE_DEFAULT_SAMPLE_TYPE, p->default_sample_type);
+    if (tmp.oom || sub.oom) out->oom = 1;
+    hk_buf_free(&tmp);
+    hk_buf_free(&sub);
+}
+
+int hk_gzip(const uint8_t *data, size_t n, hk_buf *out)
+{
+    z_stream z;
+    memset(&z, 0, sizeof(z));
+    /* windowBits 15 + 16 asks zlib for a gzip header and trailer */
+    if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -1;
+    size_t start = out->len;
+    size_t bound = deflateBound(&z, (uLong)n);
+    if (hk_buf_reserve(out, bound) < 0) { deflateEnd(&z); return -1; }
+    z.next_in = (Bytef *)data;
+    z.avail_in = (uInt)n;
+    z.next_out = out->data + out->len;
+    z.avail_out = (uInt)bound;
+    int rc = deflate(&z, Z_FINISH);
+    size_t written = z.total_out;
+    deflateEnd(&z);
+    if (rc != Z_STREAM_END) { out->len = start; return -1; }
+    out->len += written;
+    return 0;
+}
+
+int hk_pprof_encode(const hk_profile *p, hk_buf *out, int gzip)
+{
+    hk_buf raw;
+    hk_buf_init(&raw);
+    encode_raw(p, &raw);
+    int rc = -1;
+    if (!raw.oom) {
+        if (gzip) {
+            rc = hk_gzip(raw.data, raw.len, out);
+        } else {
+            hk_buf_append(out, raw.data, raw.len);
+            rc = out->oom ? -1 : 0;
+        }
+    }
+    hk_buf_free(&raw);
+    return rc;
+}

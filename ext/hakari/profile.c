@@ -1,0 +1,170 @@
+/* profile.c — see profile.h. Growth of the pools is amortised doubling. */
+#include "profile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* grow *arr (elements of elem bytes) so it can hold need; sets oom on failure */
+static int reserve(hk_profile *p, void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *q = realloc(*arr, c * elem);
+    if (!q) { p->oom = 1; return -1; }
+    *arr = q;
+    *cap = c;
+    return 0;
+}
+
+hk_profile *hk_profile_new(void)
+{
+    hk_profile *p = calloc(1, sizeof(*p));
+    if (!p) return NULL;
+    if (hk_strtab_init(&p->strings) < 0) { free(p); return NULL; }
+    hk_intern_init(&p->function_index);
+    hk_intern_init(&p->location_index);
+    return p;
+}
+
+void hk_profile_free(hk_profile *p)
+{
+    if (!p) return;
+    hk_strtab_free(&p->strings);
+    hk_intern_free(&p->function_index);
+    hk_intern_free(&p->location_index);
+    free(p->functions);
+    free(p->locations);
+    free(p->samples);
+    free(p->loc_pool);
+    free(p->values);
+    free(p->label_pool);
+    free(p->comments);
+    free(p);
+}
+
+uint32_t hk_profile_string_n(hk_profile *p, const char *s, size_t len)
+{
+    int64_t i = hk_strtab_intern(&p->strings, s, len);
+    if (i < 0) { p->oom = 1; return 0; }
+    return (uint32_t)i;
+}
+
+uint32_t hk_profile_string(hk_profile *p, const char *s)
+{
+    return hk_profile_string_n(p, s ? s : "", s ? strlen(s) : 0);
+}
+
+const char *hk_profile_str(const hk_profile *p, uint32_t idx)
+{
+    if (idx >= p->strings.count) return "";
+    return hk_strtab_get(&p->strings, idx, NULL);
+}
+
+int hk_profile_add_sample_type(hk_profile *p, const char *type, const char *unit)
+{
+    if (p->nvalues >= HK_MAX_SAMPLE_TYPES || p->nsamples) return -1;
+    p->sample_types[p->nvalues].type = hk_profile_string(p, type);
+    p->sample_types[p->nvalues].unit = hk_profile_string(p, unit);
+    p->nvalues++;
+    return p->oom ? -1 : 0;
+}
+
+uint32_t hk_profile_function(hk_profile *p, uint32_t name, uint32_t system_name,
+                             uint32_t filename, int64_t start_line)
+{
+    uint32_t key[5] = {name, system_name, filename, (uint32_t)start_line,
+                       (uint32_t)((uint64_t)start_line >> 32)};
+    int64_t id = hk_intern_seq(&p->function_index, key, 5);
+    if (id < 0) { p->oom = 1; return 0; }
+    if ((size_t)id == p->nfunctions) {
+        if (reserve(p, (void **)&p->functions, &p->functions_cap, p->nfunctions + 1,
+                    sizeof(*p->functions)) < 0)
+            return 0;
+        p->functions[p->nfunctions++] = (hk_function){name, system_name, filename, start_line};
+    }
+    return (uint32_t)id + 1;
+}
+
+uint32_t hk_profile_location(hk_profile *p, uint32_t function_id, int64_t line)
+{
+    uint32_t key[3] = {function_id, (uint32_t)line, (uint32_t)((uint64_t)line >> 32)};
+    int64_t id = hk_intern_seq(&p->location_index, key, 3);
+    if (id < 0) { p->oom = 1; return 0; }
+    if ((size_t)id == p->nlocations) {
+        if (reserve(p, (void **)&p->locations, &p->locations_cap, p->nlocations + 1,
+                    sizeof(*p->locations)) < 0)
+            return 0;
+        p->locations[p->nlocations++] = (hk_location){function_id, line};
+    }
+    return (uint32_t)id + 1;
+}
+
+int hk_profile_add_sample(hk_profile *p, const uint32_t *locs, uint32_t nloc,
+                          const int64_t *values, const hk_label *labels, uint32_t nlabel)
+{
+    if (p->oom) return -1;
+    if (p->loc_len + nloc > UINT32_MAX || p->label_len + nlabel > UINT32_MAX) {
+        p->oom = 1;
+        return -1;
+    }
+    if (reserve(p, (void **)&p->samples, &p->samples_cap, p->nsamples + 1, sizeof(*p->samples)) < 0 ||
+        reserve(p, (void **)&p->loc_pool, &p->loc_cap, p->loc_len + nloc, sizeof(*p->loc_pool)) < 0 ||
+        reserve(p, (void **)&p->values, &p->values_cap, (p->nsamples + 1) * p->nvalues,
+                sizeof(*p->values)) < 0 ||
+        reserve(p, (void **)&p->label_pool, &p->label_cap, p->label_len + nlabel,
+                sizeof(*p->label_pool)) < 0)
+        return -1;
+    hk_sample *s = &p->samples[p->nsamples];
+    s->loc_off = (uint32_t)p->loc_len;
+    s->nloc = nloc;
+    s->label_off = (uint32_t)p->label_len;
+    s->nlabel = nlabel;
+    if (nloc) memcpy(p->loc_pool + p->loc_len, locs, nloc * sizeof(*locs));
+    if (p->nvalues) memcpy(p->values + p->nsamples * p->nvalues, values, p->nvalues * sizeof(*values));
+    if (nlabel) memcpy(p->label_pool + p->label_len, labels, nlabel * sizeof(*labels));
+    p->loc_len += nloc;
+    p->label_len += nlabel;
+    p->nsamples++;
+    return 0;
+}
+
+int hk_profile_add_comment(hk_profile *p, const char *text)
+{
+    uint32_t s = hk_profile_string(p, text);
+    if (reserve(p, (void **)&p->comments, &p->comments_cap, p->ncomments + 1, sizeof(*p->comments)) < 0)
+        return -1;
+    p->comments[p->ncomments++] = s;
+    return p->oom ? -1 : 0;
+}
+
+size_t hk_profile_default_value(const hk_profile *p)
+{
+    for (size_t i = 0; i < p->nvalues; i++)
+        if (p->default_sample_type && p->sample_types[i].type == p->default_sample_type) return i;
+    return p->nvalues ? p->nvalues - 1 : 0;
+}
+
+int hk_profile_find_value(const hk_profile *p, const char *type)
+{
+    for (size_t i = 0; i < p->nvalues; i++)
+        if (strcmp(hk_profile_str(p, p->sample_types[i].type), type) == 0) return (int)i;
+    return -1;
+}
+
+int64_t hk_profile_total(const hk_profile *p, size_t vi)
+{
+    int64_t t = 0;
+    if (vi >= p->nvalues) return 0;
+    for (size_t i = 0; i < p->nsamples; i++) t += p->values[i * p->nvalues + vi];
+    return t;
+}
+
+size_t hk_profile_memsize(const hk_profile *p)
+{
+    return sizeof(*p) + hk_strtab_memsize(&p->strings) + hk_intern_memsize(&p->function_index) +
+           hk_intern_memsize(&p->location_index) + p->functions_cap * sizeof(*p->functions) +
+           p->locations_cap * sizeof(*p->locations) + p->samples_cap * sizeof(*p->samples) +
+           p->loc_cap * sizeof(*p->loc_pool) + p->values_cap * sizeof(*p->values) +
+           p->label_cap * sizeof(*p->label_pool) + p->comments_cap * sizeof(*p->comments);
+}

@@ -1,0 +1,117 @@
+/* profile.h — the profile model every collector produces and every encoder reads.
+ *
+ * Deliberately close to pprof's profile.proto: a string table (index 0 is ""),
+ * sample types with units, functions (name, file, first line) and locations
+ * (function + executing line), ids 1-based; samples hold location ids leaf
+ * first, one int64 per sample type, and labels. Functions and locations are
+ * interned, so equal inputs give one id. Samples are stored in pools:
+ * sample i's values are values[i * nvalues … + nvalues).
+ * A failed allocation sets `oom`; builders check hk_profile_ok once at the end.
+ * ctx: core (plain C, no ruby.h); one owner at a time.
+ */
+#ifndef HK_PROFILE_H
+#define HK_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "intern_table.h"
+#include "strtab.h"
+
+#define HK_MAX_SAMPLE_TYPES 8
+
+typedef struct hk_value_type { uint32_t type, unit; } hk_value_type;
+
+typedef struct hk_function {
+    uint32_t name, system_name, filename;
+    int64_t start_line;
+} hk_function;
+
+typedef struct hk_location {
+    uint32_t function_id;
+    int64_t line;
+} hk_location;
+
+/* a label has either str (string index, non-zero) or num (+ optional num_unit) */
+typedef struct hk_label {
+    uint32_t key, str, num_unit;
+    int64_t num;
+} hk_label;
+
+typedef struct hk_sample {
+    uint32_t loc_off, nloc;      /* into loc_pool, leaf first */
+    uint32_t label_off, nlabel;  /* into label_pool */
+} hk_sample;
+
+typedef struct hk_profile {
+    hk_strtab strings;
+    hk_value_type sample_types[HK_MAX_SAMPLE_TYPES];
+    size_t nvalues;
+    uint32_t default_sample_type; /* string index of a sample type's type, 0 = last */
+
+    hk_function *functions; size_t nfunctions, functions_cap;
+    hk_location *locations; size_t nlocations, locations_cap;
+    hk_intern_table function_index, location_index;
+
+    hk_sample *samples; size_t nsamples, samples_cap;
+    uint32_t *loc_pool; size_t loc_len, loc_cap;
+    int64_t *values; size_t values_cap; /* nsamples * nvalues used */
+    hk_label *label_pool; size_t label_len, label_cap;
+
+    int64_t time_nanos, duration_nanos;
+    hk_value_type period_type;
+    int64_t period;
+    uint32_t *comments; size_t ncomments, comments_cap;
+
+    int oom;
+} hk_profile;
+
+hk_profile *hk_profile_new(void);
+void hk_profile_free(hk_profile *p);
+static inline int hk_profile_ok(const hk_profile *p) { return !p->oom; }
+
+/* string index; 0 ("") on failure, with oom set */
+uint32_t hk_profile_string(hk_profile *p, const char *s);
+uint32_t hk_profile_string_n(hk_profile *p, const char *s, size_t len);
+const char *hk_profile_str(const hk_profile *p, uint32_t idx);
+
+/* 0, or -1 when HK_MAX_SAMPLE_TYPES are set already or samples exist */
+int hk_profile_add_sample_type(hk_profile *p, const char *type, const char *unit);
+/* interned, 1-based ids; 0 on failure (oom set) */
+uint32_t hk_profile_function(hk_profile *p, uint32_t name, uint32_t system_name,
+                             uint32_t filename, int64_t start_line);
+uint32_t hk_profile_location(hk_profile *p, uint32_t function_id, int64_t line);
+/* values has nvalues entries; 0 or -1 (oom set) */
+int hk_profile_add_sample(hk_profile *p, const uint32_t *locs, uint32_t nloc,
+                          const int64_t *values, const hk_label *labels, uint32_t nlabel);
+int hk_profile_add_comment(hk_profile *p, const char *text);
+
+static inline const int64_t *hk_profile_sample_values(const hk_profile *p, size_t i)
+{
+    return p->values + i * p->nvalues;
+}
+static inline const uint32_t *hk_profile_sample_locs(const hk_profile *p, size_t i)
+{
+    return p->loc_pool + p->samples[i].loc_off;
+}
+static inline const hk_label *hk_profile_sample_labels(const hk_profile *p, size_t i)
+{
+    return p->label_pool + p->samples[i].label_off;
+}
+static inline const hk_location *hk_profile_loc(const hk_profile *p, uint32_t id)
+{
+    return &p->locations[id - 1];
+}
+static inline const hk_function *hk_profile_func(const hk_profile *p, uint32_t id)
+{
+    return &p->functions[id - 1];
+}
+/* index of the value reports use by default: default_sample_type if set, else the last */
+size_t hk_profile_default_value(const hk_profile *p);
+/* index of the sample type named `type`, or -1 */
+int hk_profile_find_value(const hk_profile *p, const char *type);
+/* sum over samples of value index vi */
+int64_t hk_profile_total(const hk_profile *p, size_t vi);
+size_t hk_profile_memsize(const hk_profile *p);
+
+#endif

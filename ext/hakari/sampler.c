@@ -1,0 +1,352 @@
+/* sampler.c — timer -> postponed job -> stack walk -> aggregation (see sampler.h).
+ *
+ * The timer's signal handler only counts and triggers the postponed job. The
+ * job runs on whichever Ruby thread reaches a safepoint holding the GVL; it
+ * weighs the sample by *that thread's* clock delta since its previous sample
+ * (CPU clock in cpu mode, monotonic clock in wall mode), so no time is lost
+ * or double-counted when a safepoint comes late.
+ * Aggregation happens inside the job, under the GVL: no lock is needed, and
+ * the GC mark function sees consistent tables. The tables use malloc (never
+ * the Ruby heap, which could start a GC mid-sample); they grow only when a new
+ * frame/stack appears, so steady-state sampling allocates nothing.
+ */
+#include "sampler.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ruby/debug.h>
+
+#include "timer.h"
+
+hk_sampler hk_the_sampler;
+#define S hk_the_sampler
+
+static int hook_installed;
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+static rb_postponed_job_handle_t job_handle;
+#endif
+
+static clockid_t mode_clock(void)
+{
+    return S.cfg.mode == HK_MODE_CPU ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    void *p = realloc(*arr, c * elem);
+    if (!p) return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+/* ---- threads ---------------------------------------------------------- */
+
+static hk_thread *thread_find(VALUE th)
+{
+    uint32_t i;
+    return hk_u64_map_get(&S.thread_ids, (uint64_t)th, &i) ? &S.threads[i] : NULL;
+}
+
+static hk_thread *thread_add(VALUE th, int64_t prev_clock)
+{
+    if (grow((void **)&S.threads, &S.threads_cap, S.nthreads + 1, sizeof(*S.threads)) < 0 ||
+        hk_u64_map_put(&S.thread_ids, (uint64_t)th, (uint32_t)S.nthreads) < 0)
+        return NULL;
+    hk_thread *t = &S.threads[S.nthreads];
+    t->thread = th;
+    t->seq = (uint32_t)++S.nthreads;
+    t->prev_clock = prev_clock;
+    return t;
+}
+
+#ifdef __linux__
+/* Linux encodes another thread's CPU clock id from its tid (what pthread_getcpuclockid does) */
+static int other_thread_cpu_ns(VALUE th, int64_t *out)
+{
+    static ID id_native;
+    if (!id_native) id_native = rb_intern("native_thread_id");
+    if (!rb_respond_to(th, id_native)) return -1;
+    VALUE tid = rb_funcall(th, id_native, 0);
+    if (!FIXNUM_P(tid)) return -1;
+    clockid_t c = (clockid_t)(((unsigned int)~(unsigned int)FIX2INT(tid)) << 3) | 6;
+    struct timespec ts;
+    if (clock_gettime(c, &ts) != 0) return -1;
+    *out = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    return 0;
+}
+#else
+static int other_thread_cpu_ns(VALUE th, int64_t *out) { return -1; }
+#endif
+
+/* Threads alive at start get a baseline clock now, so their first sample
+ * weighs only time spent since start. */
+static void register_existing_threads(void)
+{
+    VALUE cur = rb_thread_current();
+    VALUE list = rb_funcall(rb_cThread, rb_intern("list"), 0);
+    thread_add(cur, hk_clock_ns(mode_clock()));
+    for (long i = 0; i < RARRAY_LEN(list); i++) {
+        VALUE th = RARRAY_AREF(list, i);
+        if (th == cur) continue;
+        int64_t prev = S.start_mono_ns;
+        if (S.cfg.mode == HK_MODE_CPU && other_thread_cpu_ns(th, &prev) < 0)
+            prev = -1; /* unknown: the first sample will weigh one nominal interval */
+        thread_add(th, prev);
+    }
+}
+
+/* RUBY_EVENT_THREAD_BEGIN, in the new thread: its baseline is its clock now.
+ * (A native thread may be reused from Ruby's cache, so its CPU clock is not 0.) */
+static void thread_begin_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
+{
+    if (!S.running) return;
+    VALUE th = rb_thread_current();
+    int64_t now = hk_clock_ns(mode_clock());
+    hk_thread *t = thread_find(th);
+    if (t) t->prev_clock = now;
+    else thread_add(th, now);
+}
+
+/* ---- frames, locations, samples --------------------------------------- */
+
+static uint32_t frame_id(VALUE frame)
+{
+    uint32_t id;
+    if (hk_u64_map_get(&S.frame_ids, (uint64_t)frame, &id)) return id;
+    if (grow((void **)&S.frame_values, &S.frames_cap, S.nframes + 1, sizeof(VALUE)) < 0) return 0;
+    id = (uint32_t)S.nframes + 1;
+    if (hk_u64_map_put(&S.frame_ids, (uint64_t)frame, id) < 0) return 0;
+    S.frame_values[S.nframes++] = frame;
+    return id;
+}
+
+static uint32_t location_id(uint32_t fid, int line)
+{
+    uint64_t key = ((uint64_t)fid << 32) | (uint32_t)(line < 0 ? 0 : line);
+    uint32_t id;
+    if (hk_u64_map_get(&S.loc_ids, key, &id)) return id;
+    if (grow((void **)&S.loc_keys, &S.locs_cap, S.nlocs + 1, sizeof(*S.loc_keys)) < 0) return 0;
+    id = (uint32_t)S.nlocs + 1;
+    if (hk_u64_map_put(&S.loc_ids, key, id) < 0) return 0;
+    S.loc_keys[S.nlocs++] = key;
+    return id;
+}
+
+static int record(uint32_t stack, uint32_t seq, int64_t weight)
+{
+    if (!S.cfg.aggregate) {
+        if (grow((void **)&S.raw, &S.raw_cap, S.nraw + 1, sizeof(*S.raw)) < 0) return -1;
+        S.raw[S.nraw++] = (hk_raw_sample){stack, seq, weight, hk_clock_ns(CLOCK_REALTIME)};
+        return 0;
+    }
+    uint32_t key[3] = {stack, seq, 0 /* label set: none yet */};
+    size_t before = hk_intern_count(&S.agg);
+    int64_t id = hk_intern_seq(&S.agg, key, 3);
+    if (id < 0) return -1;
+    if ((size_t)id == before) {
+        if (grow((void **)&S.agg_weight, &S.agg_cap, before + 1, sizeof(int64_t)) < 0) return -1;
+        size_t cap = S.agg_cap;
+        uint64_t *c = realloc(S.agg_count, cap * sizeof(*c));
+        if (!c) return -1;
+        S.agg_count = c;
+        S.agg_weight[id] = 0;
+        S.agg_count[id] = 0;
+    }
+    S.agg_weight[id] += weight;
+    S.agg_count[id]++;
+    return 0;
+}
+
+static void take_sample(void)
+{
+    VALUE th = rb_thread_current();
+    int64_t now = hk_clock_ns(mode_clock());
+    hk_thread *t = thread_find(th);
+    if (!t) t = thread_add(th, -1);
+    if (!t) { S.dropped_count++; return; }
+    int64_t weight = t->prev_clock < 0 ? 1000000000LL / S.cfg.frequency : now - t->prev_clock;
+    if (weight < 0) weight = 0;
+    t->prev_clock = now;
+
+    int max = S.cfg.max_depth;
+    int n = rb_profile_frames(0, max + 1, S.frame_buf, S.line_buf);
+    if (n <= 0) { S.dropped_count++; return; }
+    int truncated = n > max;
+    if (truncated) n = max;
+    for (int i = 0; i < n; i++) {
+        uint32_t fid = frame_id(S.frame_buf[i]);
+        uint32_t lid = fid ? location_id(fid, S.line_buf[i]) : 0;
+        if (!lid) { S.dropped_count++; return; }
+        S.loc_buf[i] = lid;
+    }
+    if (truncated) S.loc_buf[n++] = location_id(1, 0); /* frame id 1: "[truncated]" root */
+    int64_t stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)n);
+    if (stack < 0 || record((uint32_t)stack, t->seq, weight) < 0) { S.dropped_count++; return; }
+    S.sample_count++;
+}
+
+/* ctx: GVL (postponed job) */
+static void sample_job(void *arg)
+{
+    (void)arg;
+    if (!S.running) return;
+    int64_t t0 = hk_clock_ns(CLOCK_MONOTONIC);
+    take_sample();
+    S.sampling_count++;
+    S.sampling_time_ns += (uint64_t)(hk_clock_ns(CLOCK_MONOTONIC) - t0);
+}
+
+/* ctx: signal (the timer worker's handler) — async-signal-safe only */
+static void on_timer(void)
+{
+    __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+    rb_postponed_job_trigger(job_handle);
+#else
+    rb_postponed_job_register_one(0, sample_job, NULL);
+#endif
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static void free_tables(void)
+{
+    hk_u64_map_free(&S.frame_ids);
+    hk_u64_map_free(&S.loc_ids);
+    hk_u64_map_free(&S.thread_ids);
+    hk_intern_free(&S.stacks);
+    hk_intern_free(&S.agg);
+    free(S.frame_values);
+    free(S.loc_keys);
+    free(S.agg_weight);
+    free(S.agg_count);
+    free(S.raw);
+    free(S.threads);
+    free(S.frame_buf);
+    free(S.line_buf);
+    free(S.loc_buf);
+    memset(&S, 0, sizeof(S));
+}
+
+int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
+{
+    if (S.running) {
+        snprintf(err, errlen, "hakari is already running");
+        return -1;
+    }
+    free_tables(); /* leftovers of a session cut short by fork */
+    S.cfg = *cfg;
+    size_t depth = (size_t)cfg->max_depth + 1;
+    S.frame_buf = malloc(depth * sizeof(VALUE));
+    S.line_buf = malloc(depth * sizeof(int));
+    S.loc_buf = malloc(depth * sizeof(uint32_t));
+    if (!S.frame_buf || !S.line_buf || !S.loc_buf || frame_id(Qnil) != 1 ||
+        hk_u64_map_reserve(&S.frame_ids, 4096) < 0 || hk_u64_map_reserve(&S.loc_ids, 8192) < 0) {
+        free_tables();
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
+    S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
+    register_existing_threads();
+    if (!hook_installed) {
+        rb_add_event_hook(thread_begin_hook, RUBY_EVENT_THREAD_BEGIN, Qnil);
+        hook_installed = 1;
+    }
+    S.running = 1;
+    if (hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen) < 0) {
+        S.running = 0;
+        free_tables();
+        return -1;
+    }
+    return 0;
+}
+
+static void fill_stats(hk_sampler_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->mode = S.cfg.mode;
+    st->frequency = S.cfg.frequency;
+    st->aggregate = S.cfg.aggregate;
+    st->start_time_ns = S.start_real_ns;
+    st->duration_ns = hk_clock_ns(CLOCK_MONOTONIC) - S.start_mono_ns;
+    st->trigger_count = __atomic_load_n(&S.trigger_count, __ATOMIC_RELAXED);
+    st->sampling_count = S.sampling_count;
+    st->sample_count = S.sample_count;
+    st->dropped_count = S.dropped_count;
+    st->sampling_time_ns = S.sampling_time_ns;
+    st->thread_count = S.nthreads;
+    st->unique_frames = S.nframes - 1; /* less the synthetic "[truncated]" */
+    st->unique_stacks = hk_intern_count(&S.stacks);
+    st->timer_kind = hk_timer_kind();
+}
+
+hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
+{
+    if (!S.running) return NULL;
+    S.running = 0;
+    hk_timer_stop();
+    if (hook_installed) {
+        rb_remove_event_hook(thread_begin_hook);
+        hook_installed = 0;
+    }
+    fill_stats(stats);
+    hk_profile *p = hk_sampler_build_profile(&S, stats);
+    free_tables();
+    return p;
+}
+
+hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
+{
+    if (!S.running) return NULL;
+    fill_stats(stats);
+    hk_profile *p = hk_sampler_build_profile(&S, stats);
+    if (p && clear) {
+        hk_intern_clear(&S.agg);
+        S.nraw = 0;
+    }
+    return p;
+}
+
+int hk_sampler_running(void) { return S.running; }
+
+void hk_sampler_mark(void)
+{
+    /* rb_gc_mark (not _movable): frame VALUEs are hash keys, they must not move */
+    for (size_t i = 1; i < S.nframes; i++) rb_gc_mark(S.frame_values[i]);
+    for (size_t i = 0; i < S.nthreads; i++) rb_gc_mark(S.threads[i].thread);
+}
+
+size_t hk_sampler_memsize(void)
+{
+    return hk_u64_map_memsize(&S.frame_ids) + hk_u64_map_memsize(&S.loc_ids) +
+           hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
+           hk_intern_memsize(&S.agg) + S.frames_cap * sizeof(VALUE) + S.locs_cap * sizeof(uint64_t) +
+           S.agg_cap * (sizeof(int64_t) + sizeof(uint64_t)) + S.raw_cap * sizeof(hk_raw_sample) +
+           S.threads_cap * sizeof(hk_thread) + (size_t)(S.cfg.max_depth + 1) * (sizeof(VALUE) + 8);
+}
+
+/* ctx: fork child. The timer thread did not survive fork: stop quietly; the
+ * child can start a fresh session. Tables are freed at that next start. */
+static void atfork_child(void)
+{
+    if (!S.running) return;
+    S.running = 0;
+    hk_timer_forget();
+}
+
+void hk_sampler_init(void)
+{
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+    job_handle = rb_postponed_job_preregister(0, sample_job, NULL);
+#endif
+    pthread_atfork(NULL, NULL, atfork_child);
+}

@@ -1,0 +1,114 @@
+/* sampler.h — the sampling collector: timer-triggered postponed job that
+ * walks the current thread's stack and aggregates it as it goes.
+ *
+ * Data layout (all owned by the GVL: every reader and writer runs with it):
+ *   frames      frame VALUE -> frame id (1-based; id 1 is the synthetic
+ *               "[truncated]" root); frame_values[id-1] keeps the VALUE for
+ *               marking and name resolution;
+ *   locations   (frame id << 32 | line) -> location id (1-based), loc_keys[id-1];
+ *   stacks      interned location-id sequences, leaf first;
+ *   agg         interned {stack id, thread seq, label set} -> agg_weight/agg_count;
+ *   raw         with aggregate: false, one record per sample instead of agg;
+ *   threads     thread VALUE -> hk_thread (previous clock, sequence number).
+ * Memory grows with unique frames, stacks and threads, not with run length.
+ */
+#ifndef HK_SAMPLER_H
+#define HK_SAMPLER_H
+
+#include <ruby.h>
+#include <stdint.h>
+
+#include "intern_table.h"
+#include "profile.h"
+#include "u64_map.h"
+
+typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1 } hk_mode;
+
+#define HK_MIN_FREQUENCY 1
+#define HK_MAX_FREQUENCY 10000
+#define HK_DEFAULT_MAX_DEPTH 1024
+#define HK_MAX_MAX_DEPTH 65536
+
+typedef struct hk_sampler_config {
+    hk_mode mode;
+    int frequency;
+    int aggregate;
+    int max_depth;
+} hk_sampler_config;
+
+/* counters and metadata that travel with a profile to Ruby */
+typedef struct hk_sampler_stats {
+    hk_mode mode;
+    int frequency, aggregate;
+    int64_t start_time_ns;     /* CLOCK_REALTIME at start */
+    int64_t duration_ns;       /* monotonic, start to stop/snapshot */
+    uint64_t trigger_count;    /* timer fires */
+    uint64_t sampling_count;   /* sampling callbacks that ran */
+    uint64_t sample_count;     /* samples recorded */
+    uint64_t dropped_count;    /* samples lost (no frames, out of memory) */
+    uint64_t sampling_time_ns; /* time spent inside the sampling callback */
+    uint64_t thread_count, unique_frames, unique_stacks;
+    const char *timer_kind;
+} hk_sampler_stats;
+
+typedef struct hk_thread {
+    VALUE thread;
+    uint32_t seq;        /* 1-based, in order of first sight */
+    int64_t prev_clock;  /* this thread's clock at its previous sample (ns) */
+} hk_thread;
+
+typedef struct hk_raw_sample {
+    uint32_t stack, thread_seq;
+    int64_t weight, time_ns;
+} hk_raw_sample;
+
+typedef struct hk_sampler {
+    /* immutable after start */
+    hk_sampler_config cfg;
+    int64_t start_mono_ns, start_real_ns;
+    VALUE *frame_buf;   /* max_depth + 1 entries, reused by every sample */
+    int *line_buf;
+    uint32_t *loc_buf;
+    /* owned by the GVL */
+    int running;
+    hk_u64_map frame_ids;
+    VALUE *frame_values; size_t nframes, frames_cap;
+    hk_u64_map loc_ids;
+    uint64_t *loc_keys; size_t nlocs, locs_cap;
+    hk_intern_table stacks;
+    hk_intern_table agg;
+    int64_t *agg_weight; uint64_t *agg_count; size_t agg_cap;
+    hk_raw_sample *raw; size_t nraw, raw_cap;
+    hk_u64_map thread_ids;
+    hk_thread *threads; size_t nthreads, threads_cap;
+    uint64_t sampling_count, sample_count, dropped_count, sampling_time_ns;
+    /* atomic: written by the timer's signal handler */
+    volatile uint64_t trigger_count;
+} hk_sampler;
+
+extern hk_sampler hk_the_sampler;
+
+/* ctx: GVL. 0, or -1 with a message in err (already running, timer failure). */
+int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen);
+/* ctx: GVL. Stops and returns the profile (NULL when not running or out of memory). */
+hk_profile *hk_sampler_stop(hk_sampler_stats *stats);
+/* ctx: GVL. The profile so far; with clear, samples start over (frames are kept). */
+hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats);
+int hk_sampler_running(void);
+/* ctx: GVL, GC mark phase. Marks (pins) every frame and thread VALUE held. */
+void hk_sampler_mark(void);
+size_t hk_sampler_memsize(void);
+/* ctx: GVL, once at load. */
+void hk_sampler_init(void);
+
+/* profile_build.c — ctx: GVL (allocates Ruby strings while resolving names) */
+hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *stats);
+
+static inline int64_t hk_clock_ns(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+#endif

@@ -1,0 +1,95 @@
+/* text_report.c — see text_report.h.
+ * Self and cumulative values are accumulated per function id; a per-function
+ * "last sample seen" stamp makes cumulative count each sample once, which is
+ * what keeps recursive functions at or below 100%.
+ */
+#include "text_report.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct row { uint32_t func; int64_t value; } row;
+
+static int by_value_desc(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    if (x->value != y->value) return x->value < y->value ? 1 : -1;
+    return x->func < y->func ? -1 : x->func > y->func;
+}
+
+static int is_ns(const hk_profile *p, size_t vi)
+{
+    return strcmp(hk_profile_str(p, p->sample_types[vi].unit), "nanoseconds") == 0;
+}
+
+static void put_value(hk_buf *out, const hk_profile *p, size_t vi, int64_t v)
+{
+    if (is_ns(p, vi))
+        hk_buf_printf(out, "%12.1f ms", (double)v / 1e6);
+    else
+        hk_buf_printf(out, "%12" PRId64 " %s", v, hk_profile_str(p, p->sample_types[vi].unit));
+}
+
+static void table(hk_buf *out, const hk_profile *p, size_t vi, const char *title, row *rows,
+                  size_t n, size_t top_n, int64_t total)
+{
+    qsort(rows, n, sizeof(*rows), by_value_desc);
+    hk_buf_printf(out, "\n%s:\n", title);
+    for (size_t i = 0; i < n && i < top_n; i++) {
+        if (rows[i].value == 0) break;
+        const hk_function *f = hk_profile_func(p, rows[i].func);
+        put_value(out, p, vi, rows[i].value);
+        hk_buf_printf(out, " %5.1f%%  %s (%s)\n", total ? 100.0 * (double)rows[i].value / (double)total : 0.0,
+                      hk_profile_str(p, f->name), hk_profile_str(p, f->filename));
+    }
+}
+
+int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
+{
+    if (vi >= p->nvalues) return -1;
+    size_t nf = p->nfunctions;
+    row *flat = calloc(nf + 1, sizeof(*flat));
+    row *cum = calloc(nf + 1, sizeof(*cum));
+    size_t *stamp = calloc(nf + 1, sizeof(*stamp));
+    if (!flat || !cum || !stamp) goto fail;
+    for (size_t f = 0; f < nf; f++) flat[f].func = cum[f].func = (uint32_t)f + 1;
+
+    int64_t total = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        int64_t v = hk_profile_sample_values(p, i)[vi];
+        const uint32_t *locs = hk_profile_sample_locs(p, i);
+        uint32_t nloc = p->samples[i].nloc;
+        total += v;
+        if (nloc) flat[hk_profile_loc(p, locs[0])->function_id - 1].value += v;
+        for (uint32_t j = 0; j < nloc; j++) {
+            uint32_t f = hk_profile_loc(p, locs[j])->function_id - 1;
+            if (stamp[f] == i + 1) continue;
+            stamp[f] = i + 1;
+            cum[f].value += v;
+        }
+    }
+
+    const char *type = hk_profile_str(p, p->sample_types[vi].type);
+    hk_buf_puts(out, "Total:");
+    put_value(out, p, vi, total);
+    hk_buf_printf(out, " (%s)\n", type);
+    int si = hk_profile_find_value(p, "samples");
+    int64_t nsamples = si >= 0 ? hk_profile_total(p, (size_t)si) : (int64_t)p->nsamples;
+    hk_buf_printf(out, "Samples: %" PRId64, nsamples);
+    if (p->period > 0 && strcmp(hk_profile_str(p, p->period_type.unit), "nanoseconds") == 0)
+        hk_buf_printf(out, ", Frequency: %.0f Hz", 1e9 / (double)p->period);
+    hk_buf_putc(out, '\n');
+    table(out, p, vi, "Flat", flat, nf, top_n, total);
+    table(out, p, vi, "Cumulative", cum, nf, top_n, total);
+
+    free(flat);
+    free(cum);
+    free(stamp);
+    return hk_buf_ok(out) ? 0 : -1;
+fail:
+    free(flat);
+    free(cum);
+    free(stamp);
+    return -1;
+}

@@ -1,0 +1,218 @@
+/* timer.c — see timer.h.
+ *
+ * State is one static struct: only one profiling session runs at a time.
+ * Start handshake: the worker reports through `ready` whether it armed a
+ * signal timer, so hk_timer_start can fall back before returning.
+ */
+#include "timer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+
+#if defined(HAVE_TIMER_CREATE) && defined(HAVE_CONST_SIGEV_THREAD_ID) && defined(__linux__)
+#define HK_SIGNAL_TIMER 1
+#include <sys/syscall.h>
+#endif
+
+static struct {
+    /* immutable while running */
+    long interval_ns;
+    hk_timer_fire_fn fire;
+    int signo;                 /* 0 when the condvar loop is used */
+    struct sigaction old_action;
+    pthread_t thread;
+    int started;
+    const char *kind;
+    /* shared with the worker, under lock */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int stop, ready, armed;
+} T = {.lock = PTHREAD_MUTEX_INITIALIZER, .kind = "none"};
+
+static hk_timer_fire_fn volatile signal_fire; /* read by the handler */
+
+static void add_ns(struct timespec *ts, long ns)
+{
+    ts->tv_nsec += ns % 1000000000L;
+    ts->tv_sec += ns / 1000000000L;
+    if (ts->tv_nsec >= 1000000000L) { ts->tv_nsec -= 1000000000L; ts->tv_sec++; }
+}
+
+static void report_ready(int armed)
+{
+    pthread_mutex_lock(&T.lock);
+    T.ready = 1;
+    T.armed = armed;
+    pthread_cond_broadcast(&T.cond);
+    pthread_mutex_unlock(&T.lock);
+}
+
+#ifdef HK_SIGNAL_TIMER
+static void on_signal(int signo)
+{
+    (void)signo;
+    int saved = errno;
+    hk_timer_fire_fn f = signal_fire;
+    if (f) f();
+    errno = saved;
+}
+
+/* arms a timer that signals this thread; 0 or -1 */
+static int arm_signal_timer(timer_t *timer)
+{
+    struct sigevent sev;
+    memset(&sev, 0, sizeof(sev));
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = T.signo;
+    sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    if (timer_create(CLOCK_MONOTONIC, &sev, timer) != 0) return -1;
+    struct itimerspec its;
+    memset(&its, 0, sizeof(its));
+    add_ns(&its.it_interval, T.interval_ns);
+    its.it_value = its.it_interval;
+    if (timer_settime(*timer, 0, &its, NULL) != 0) { timer_delete(*timer); return -1; }
+    return 0;
+}
+#endif
+
+/* the fallback clock: absolute deadlines, so time spent in `fire` does not drift the rate */
+static void condvar_loop(void)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    pthread_mutex_lock(&T.lock);
+    while (!T.stop) {
+        add_ns(&deadline, T.interval_ns);
+        int rc = 0;
+        while (!T.stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.cond, &T.lock, &deadline);
+        if (T.stop) break;
+        pthread_mutex_unlock(&T.lock);
+        T.fire();
+        pthread_mutex_lock(&T.lock);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > deadline.tv_sec + 1) deadline = now; /* after a long stall, don't burst */
+    }
+    pthread_mutex_unlock(&T.lock);
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+#ifdef HK_SIGNAL_TIMER
+    if (T.signo) {
+        timer_t timer;
+        if (arm_signal_timer(&timer) == 0) {
+            report_ready(1);
+            /* the handler runs on this thread; wait here until asked to stop */
+            pthread_mutex_lock(&T.lock);
+            while (!T.stop) pthread_cond_wait(&T.cond, &T.lock);
+            pthread_mutex_unlock(&T.lock);
+            timer_delete(timer);
+            return NULL;
+        }
+    }
+#endif
+    report_ready(0);
+    condvar_loop();
+    return NULL;
+}
+
+#ifdef HK_SIGNAL_TIMER
+/* first real-time signal from SIGRTMIN+8 whose disposition is the default, or 0 */
+static int pick_signal(void)
+{
+    for (int s = SIGRTMIN + 8; s <= SIGRTMAX; s++) {
+        struct sigaction cur;
+        if (sigaction(s, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL)
+            return s;
+    }
+    return 0;
+}
+#endif
+
+int hk_timer_start(long interval_ns, hk_timer_fire_fn fire, char *err, size_t errlen)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&T.cond, &attr);
+    pthread_condattr_destroy(&attr);
+    T.interval_ns = interval_ns;
+    T.fire = fire;
+    T.stop = T.ready = T.armed = 0;
+    T.signo = 0;
+#ifdef HK_SIGNAL_TIMER
+    T.signo = pick_signal();
+    if (T.signo) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_signal;
+        sa.sa_flags = SA_RESTART;
+        sigfillset(&sa.sa_mask);
+        signal_fire = fire;
+        if (sigaction(T.signo, &sa, &T.old_action) != 0) T.signo = 0;
+    }
+#endif
+    /* the worker must not take the process's other signals (Ruby's SIGINT etc.) */
+    sigset_t all, old;
+    sigfillset(&all);
+#ifdef HK_SIGNAL_TIMER
+    if (T.signo) sigdelset(&all, T.signo);
+#endif
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&T.thread, NULL, worker, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start the sampling thread: %s", strerror(rc));
+#ifdef HK_SIGNAL_TIMER
+        if (T.signo) sigaction(T.signo, &T.old_action, NULL);
+#endif
+        signal_fire = NULL;
+        return -1;
+    }
+    pthread_mutex_lock(&T.lock);
+    while (!T.ready) pthread_cond_wait(&T.cond, &T.lock);
+    pthread_mutex_unlock(&T.lock);
+    T.started = 1;
+    T.kind = T.armed ? "timer_create(SIGEV_THREAD_ID)" : "condvar thread";
+    return 0;
+}
+
+void hk_timer_stop(void)
+{
+    if (!T.started) return;
+    pthread_mutex_lock(&T.lock);
+    T.stop = 1;
+    pthread_cond_broadcast(&T.cond);
+    pthread_mutex_unlock(&T.lock);
+    pthread_join(T.thread, NULL);
+    T.started = 0;
+    /* the timer is deleted and its thread gone: no signal can still be pending for it */
+#ifdef HK_SIGNAL_TIMER
+    if (T.signo) sigaction(T.signo, &T.old_action, NULL);
+#endif
+    signal_fire = NULL;
+}
+
+const char *hk_timer_kind(void) { return T.kind; }
+
+void hk_timer_forget(void)
+{
+    if (!T.started) return;
+    T.started = 0;
+    signal_fire = NULL;
+#ifdef HK_SIGNAL_TIMER
+    /* timers are not inherited by fork, but our handler is: give the signal back */
+    if (T.signo) sigaction(T.signo, &T.old_action, NULL);
+#endif
+    /* the parent's worker may have held the lock at fork time */
+    pthread_mutex_init(&T.lock, NULL);
+}

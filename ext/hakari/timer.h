@@ -1,0 +1,26 @@
+/* timer.h — the sampling clock: a worker thread that calls `fire` every interval.
+ *
+ * Linux: the worker owns a POSIX timer (timer_create + SIGEV_THREAD_ID) whose
+ * real-time signal is delivered to the worker alone, so Ruby threads' blocking
+ * syscalls are never interrupted; `fire` runs inside that signal handler.
+ * Elsewhere (or if timer_create fails): the worker sleeps on a condition
+ * variable with absolute deadlines and calls `fire` itself.
+ * Either way `fire` must be async-signal-safe.
+ */
+#ifndef HK_TIMER_H
+#define HK_TIMER_H
+
+#include <stddef.h>
+
+typedef void (*hk_timer_fire_fn)(void);
+
+/* ctx: GVL. Starts the worker; 0, or -1 with a message in err. */
+int hk_timer_start(long interval_ns, hk_timer_fire_fn fire, char *err, size_t errlen);
+/* ctx: GVL. Stops and joins the worker; no `fire` runs after it returns. */
+void hk_timer_stop(void);
+/* ctx: any. Which mechanism the running (or last) timer used, for the profile's comments. */
+const char *hk_timer_kind(void);
+/* ctx: fork child. The worker does not exist in a forked child: forget it without joining. */
+void hk_timer_forget(void);
+
+#endif

@@ -1,0 +1,129 @@
+# frozen_string_literal: true
+
+require_relative "hakari/version"
+require "hakari/hakari"
+
+# hakari — a Ruby profiler with a C engine. See the README for the returned data's shape.
+module Hakari
+  MODES = %i[cpu wall].freeze
+  FORMATS = %i[pprof collapsed text].freeze
+  DEFAULT_FREQUENCY = 1000
+  DEFAULT_MAX_DEPTH = 1024
+
+  # A finished (or snapshot) profile: the C model with its counters.
+  class Profile
+    def [](key) = to_h[key]
+
+    # to_h builds Ruby objects for every sample; keep the result
+    alias_method :build_hash, :to_h
+    private :build_hash
+    def to_h = (@to_h ||= build_hash.freeze)
+
+    def inspect
+      h = to_h
+      "#<Hakari::Profile mode=#{h[:mode]} samples=#{h[:sample_count]} duration=#{h[:duration_ns] / 1_000_000}ms>"
+    end
+  end
+
+  class << self
+    # Starts profiling. With a block: profiles it, writes output: if given, returns the Profile.
+    def start(mode: :cpu, frequency: DEFAULT_FREQUENCY, output: nil, format: nil, aggregate: true,
+              verbose: false, max_depth: DEFAULT_MAX_DEPTH, &block)
+      fmt = output ? resolve_format(output, format) : check_format(format)
+      check_output(output) if output
+      raise "hakari is already running (call Hakari.stop first)" if running?
+
+      Native.start(mode, frequency, aggregate, max_depth)
+      @session = { output: output, format: fmt, verbose: verbose }
+      return true unless block
+
+      begin
+        block.call
+      ensure
+        data = stop
+      end
+      data
+    end
+
+    # Stops profiling; returns the Profile, or nil when not running. Writes output: given to start.
+    def stop
+      data = Native.stop
+      return nil unless data
+
+      session = @session || {}
+      @session = nil
+      report_verbose(data) if session[:verbose]
+      save(session[:output], data, format: session[:format]) if session[:output]
+      data
+    end
+
+    def running? = Native.running?
+
+    # The profile so far without stopping; clear: true starts the counts over. nil when not running.
+    def snapshot(clear: false) = Native.snapshot(clear)
+
+    # Writes data to path, atomically (temporary file + rename). Format from format: or the extension.
+    def save(path, data, format: nil)
+      raise ArgumentError, "Hakari.save needs a Hakari::Profile, got #{data.class}" unless data.is_a?(Profile)
+
+      fmt = resolve_format(path, format)
+      check_output(path)
+      bytes = data.encode(fmt)
+      tmp = "#{path}.#{Process.pid}.tmp"
+      begin
+        File.binwrite(tmp, bytes)
+        File.rename(tmp, path)
+      rescue SystemCallError => e
+        File.unlink(tmp) if File.exist?(tmp)
+        raise e.class, "cannot write profile to #{path.inspect}: #{e.message}"
+      end
+      path
+    end
+
+    # :pprof for .pb.gz and anything unknown, :collapsed for .collapsed, :text for .txt
+    def format_for(path)
+      case path.to_s
+      when /\.collapsed\z/ then :collapsed
+      when /\.txt\z/ then :text
+      else :pprof
+      end
+    end
+
+    private
+
+    def resolve_format(path, format)
+      format.nil? ? format_for(path) : check_format(format)
+    end
+
+    def check_format(format)
+      return nil if format.nil?
+
+      sym = format.respond_to?(:to_sym) ? format.to_sym : format
+      return sym if FORMATS.include?(sym)
+
+      raise ArgumentError, "unknown format #{format.inspect} (expected one of #{FORMATS.map(&:inspect).join(', ')})"
+    end
+
+    def check_output(path)
+      unless path.is_a?(String) && !path.empty?
+        raise ArgumentError, "invalid output path #{path.inspect} (expected a non-empty String)"
+      end
+
+      dir = File.dirname(File.expand_path(path))
+      return if File.directory?(dir) && File.writable?(dir) && !File.directory?(path)
+
+      raise ArgumentError, "cannot write profile to #{path.inspect}: " \
+                           "#{File.directory?(path) ? 'it is a directory' : "#{dir} is not a writable directory"}"
+    end
+
+    def report_verbose(data)
+      h = data.to_h
+      per_call = h[:sampling_count].zero? ? 0 : h[:sampling_time_ns] / h[:sampling_count] / 1000.0
+      warn format("[hakari] mode=%s frequency=%dHz timer=%s", h[:mode], h[:frequency], h[:timer])
+      warn format("[hakari] sampling: %d callbacks, %.2f ms total, %.2f us/call avg", h[:sampling_count],
+                  h[:sampling_time_ns] / 1e6, per_call)
+      warn format("[hakari] samples: %d recorded, %d dropped, %d triggers, %d threads", h[:sample_count],
+                  h[:dropped_count], h[:trigger_count], h[:thread_count])
+    end
+  end
+end
