@@ -259,7 +259,8 @@ void Init_hakari(void)
     rb_define_method(cProfile, "encode", profile_encode, 1);
     rb_define_method(cProfile, "to_h", profile_to_h, 0);
 
-    VALUE root = TypedData_Wrap_Struct(rb_cObject, &root_type, NULL);
+    /* the GC calls dmark only when the data pointer is non-NULL, so point it at the sampler */
+    VALUE root = TypedData_Wrap_Struct(rb_cObject, &root_type, &hk_the_sampler);
     rb_gc_register_mark_object(root);
     hk_sampler_init();
 }

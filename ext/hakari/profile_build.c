@@ -26,16 +26,18 @@ static uint32_t *resolve_frames(const hk_sampler *s, hk_profile *p)
 {
     uint32_t *func_of = calloc(s->nframes + 1, sizeof(*func_of));
     if (!func_of) return NULL;
-    uint32_t truncated = hk_profile_string(p, "[truncated]");
-    func_of[0] = hk_profile_function(p, truncated, truncated, hk_profile_string(p, "<hakari>"), 0);
-    for (size_t i = 1; i < s->nframes; i++) {
+    static const char *synthetic[HK_SYNTHETIC_FRAMES] = {"[truncated]", "[unsampled]"};
+    for (size_t i = 0; i < HK_SYNTHETIC_FRAMES && i < s->nframes; i++)
+        func_of[i] = hk_profile_function(p, hk_profile_string(p, synthetic[i]), 0, hk_profile_string(p, "<hakari>"), 0);
+    for (size_t i = HK_SYNTHETIC_FRAMES; i < s->nframes; i++) {
         VALUE f = s->frame_values[i];
         VALUE label = rb_profile_frame_full_label(f);
         VALUE path = rb_profile_frame_path(f);
         VALUE line = rb_profile_frame_first_lineno(f);
         uint32_t name = rstring(p, label, "(unknown)");
         uint32_t file = rstring(p, path, "<cfunc>");
-        func_of[i] = hk_profile_function(p, name, name, file, FIXNUM_P(line) ? FIX2LONG(line) : 0);
+        /* system_name stays empty: pprof "demangles" a name equal to its system name, eating "<main>" */
+        func_of[i] = hk_profile_function(p, name, 0, file, FIXNUM_P(line) ? FIX2LONG(line) : 0);
     }
     return func_of;
 }

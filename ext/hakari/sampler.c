@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include <ruby/debug.h>
+#include <ruby/thread.h>
 
 #include "timer.h"
 
@@ -60,9 +61,9 @@ static hk_thread *thread_add(VALUE th, int64_t prev_clock)
     if (grow((void **)&S.threads, &S.threads_cap, S.nthreads + 1, sizeof(*S.threads)) < 0 ||
         hk_u64_map_put(&S.thread_ids, (uint64_t)th, (uint32_t)S.nthreads) < 0)
         return NULL;
-    hk_thread *t = &S.threads[S.nthreads];
+    hk_thread *t = &S.threads[S.nthreads++];
     t->thread = th;
-    t->seq = (uint32_t)++S.nthreads;
+    t->seq = 0; /* numbered at its first sample, so sequence numbers say "first seen" order */
     t->prev_clock = prev_clock;
     return t;
 }
@@ -172,6 +173,7 @@ static void take_sample(void)
     hk_thread *t = thread_find(th);
     if (!t) t = thread_add(th, -1);
     if (!t) { S.dropped_count++; return; }
+    if (!t->seq) t->seq = ++S.nseq;
     int64_t weight = t->prev_clock < 0 ? 1000000000LL / S.cfg.frequency : now - t->prev_clock;
     if (weight < 0) weight = 0;
     t->prev_clock = now;
@@ -187,7 +189,7 @@ static void take_sample(void)
         if (!lid) { S.dropped_count++; return; }
         S.loc_buf[i] = lid;
     }
-    if (truncated) S.loc_buf[n++] = location_id(1, 0); /* frame id 1: "[truncated]" root */
+    if (truncated) S.loc_buf[n++] = location_id(HK_FRAME_TRUNCATED, 0);
     int64_t stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)n);
     if (stack < 0 || record((uint32_t)stack, t->seq, weight) < 0) { S.dropped_count++; return; }
     S.sample_count++;
@@ -236,6 +238,8 @@ static void free_tables(void)
     memset(&S, 0, sizeof(S));
 }
 
+static void *nothing(void *arg) { return arg; }
+
 int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
 {
     if (S.running) {
@@ -248,7 +252,8 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.frame_buf = malloc(depth * sizeof(VALUE));
     S.line_buf = malloc(depth * sizeof(int));
     S.loc_buf = malloc(depth * sizeof(uint32_t));
-    if (!S.frame_buf || !S.line_buf || !S.loc_buf || frame_id(Qnil) != 1 ||
+    if (!S.frame_buf || !S.line_buf || !S.loc_buf || frame_id(Qnil) != HK_FRAME_TRUNCATED ||
+        frame_id(Qtrue) != HK_FRAME_UNSAMPLED ||
         hk_u64_map_reserve(&S.frame_ids, 4096) < 0 || hk_u64_map_reserve(&S.loc_ids, 8192) < 0) {
         free_tables();
         snprintf(err, errlen, "out of memory");
@@ -261,6 +266,12 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
         rb_add_event_hook(thread_begin_hook, RUBY_EVENT_THREAD_BEGIN, Qnil);
         hook_installed = 1;
     }
+    /* A timer thread's trigger flags the ractor's "running" execution context:
+     * on 3.1 that is whichever thread last took the GVL, possibly one now asleep
+     * in Queue#pop, whose flag no one acts on. Handing the GVL over and taking
+     * it back makes this thread the running one at least for the start; the
+     * stop-time tail (take_tail_sample) keeps what is still missed from being lost. */
+    rb_thread_call_without_gvl(nothing, NULL, RUBY_UBF_IO, NULL);
     S.running = 1;
     if (hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen) < 0) {
         S.running = 0;
@@ -283,15 +294,56 @@ static void fill_stats(hk_sampler_stats *st)
     st->sample_count = S.sample_count;
     st->dropped_count = S.dropped_count;
     st->sampling_time_ns = S.sampling_time_ns;
-    st->thread_count = S.nthreads;
-    st->unique_frames = S.nframes - 1; /* less the synthetic "[truncated]" */
+    st->thread_count = S.nseq;
+    st->unique_frames = S.nframes - HK_SYNTHETIC_FRAMES;
     st->unique_stacks = hk_intern_count(&S.stacks);
     st->timer_kind = hk_timer_kind();
+}
+
+/* hakari's own frames on top of the stack at stop: Hakari::Native.stop, Hakari.stop, Hakari.start */
+static int own_frames_on_top(int n)
+{
+    int skip = 0;
+    for (; skip < n; skip++) {
+        VALUE label = rb_profile_frame_full_label(S.frame_buf[skip]);
+        if (!RB_TYPE_P(label, T_STRING)) break;
+        const char *l = RSTRING_PTR(label);
+        if (strncmp(l, "Hakari.", 7) != 0 && strncmp(l, "Hakari::Native.", 15) != 0) break;
+    }
+    return skip;
+}
+
+/* At stop, the calling thread's time since its last sample has no sample to
+ * carry it: if a sleep ended just before stop, that is the whole sleep (on
+ * Ruby 3.1 the timer's job may have been flagged on another, sleeping thread).
+ * Record it under the caller's stack with an "[unsampled]" leaf, so totals
+ * stay whole without pretending to know which callee spent it. */
+static void take_tail_sample(void)
+{
+    hk_thread *t = thread_find(rb_thread_current());
+    if (!t || t->prev_clock < 0) return;
+    int64_t weight = hk_clock_ns(mode_clock()) - t->prev_clock;
+    if (weight <= 0) return;
+    int max = S.cfg.max_depth;
+    int n = rb_profile_frames(0, max, S.frame_buf, S.line_buf);
+    int skip = own_frames_on_top(n);
+    int m = 0;
+    S.loc_buf[m++] = location_id(HK_FRAME_UNSAMPLED, 0);
+    for (int i = skip; i < n && m < max; i++) {
+        uint32_t fid = frame_id(S.frame_buf[i]);
+        uint32_t lid = fid ? location_id(fid, S.line_buf[i]) : 0;
+        if (!lid) return;
+        S.loc_buf[m++] = lid;
+    }
+    if (!t->seq) t->seq = ++S.nseq;
+    int64_t stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)m);
+    if (stack >= 0 && record((uint32_t)stack, t->seq, weight) == 0) S.sample_count++;
 }
 
 hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
 {
     if (!S.running) return NULL;
+    take_tail_sample();
     S.running = 0;
     hk_timer_stop();
     if (hook_installed) {
@@ -321,7 +373,7 @@ int hk_sampler_running(void) { return S.running; }
 void hk_sampler_mark(void)
 {
     /* rb_gc_mark (not _movable): frame VALUEs are hash keys, they must not move */
-    for (size_t i = 1; i < S.nframes; i++) rb_gc_mark(S.frame_values[i]);
+    for (size_t i = HK_SYNTHETIC_FRAMES; i < S.nframes; i++) rb_gc_mark(S.frame_values[i]);
     for (size_t i = 0; i < S.nthreads; i++) rb_gc_mark(S.threads[i].thread);
 }
 

@@ -2,8 +2,8 @@
  * walks the current thread's stack and aggregates it as it goes.
  *
  * Data layout (all owned by the GVL: every reader and writer runs with it):
- *   frames      frame VALUE -> frame id (1-based; id 1 is the synthetic
- *               "[truncated]" root); frame_values[id-1] keeps the VALUE for
+ *   frames      frame VALUE -> frame id (1-based; ids 1 and 2 are synthetic,
+ *               see HK_FRAME_*); frame_values[id-1] keeps the VALUE for
  *               marking and name resolution;
  *   locations   (frame id << 32 | line) -> location id (1-based), loc_keys[id-1];
  *   stacks      interned location-id sequences, leaf first;
@@ -23,6 +23,11 @@
 #include "u64_map.h"
 
 typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1 } hk_mode;
+
+/* synthetic frames, keyed by special constants that no real frame can be */
+#define HK_FRAME_TRUNCATED 1  /* Qnil: root of a stack cut at max_depth */
+#define HK_FRAME_UNSAMPLED 2  /* Qtrue: leaf of the stop-time tail (see sampler.c) */
+#define HK_SYNTHETIC_FRAMES 2
 
 #define HK_MIN_FREQUENCY 1
 #define HK_MAX_FREQUENCY 10000
@@ -53,7 +58,7 @@ typedef struct hk_sampler_stats {
 
 typedef struct hk_thread {
     VALUE thread;
-    uint32_t seq;        /* 1-based, in order of first sight */
+    uint32_t seq;        /* 1-based, in order of first sample; 0 = not sampled yet */
     int64_t prev_clock;  /* this thread's clock at its previous sample (ns) */
 } hk_thread;
 
@@ -81,6 +86,7 @@ typedef struct hk_sampler {
     hk_raw_sample *raw; size_t nraw, raw_cap;
     hk_u64_map thread_ids;
     hk_thread *threads; size_t nthreads, threads_cap;
+    uint32_t nseq;      /* threads that have been sampled */
     uint64_t sampling_count, sample_count, dropped_count, sampling_time_ns;
     /* atomic: written by the timer's signal handler */
     volatile uint64_t trigger_count;

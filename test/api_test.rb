@@ -1,0 +1,258 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# The Ruby API as a user meets it: Hakari.start/stop/snapshot/save and the data they return.
+class ApiTest < Minitest::Test
+  include ProfileHelpers
+
+  def teardown
+    Hakari.stop if Hakari.running?
+  end
+
+  def test_block_form_returns_profile_weighted_in_nanoseconds
+    cpu0 = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond)
+    data = Hakari.start(mode: :cpu, frequency: 1000) { Workloads.fib(27) }
+    cpu = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond) - cpu0
+    assert_instance_of Hakari::Profile, data
+    h = data.to_h
+    assert_equal :cpu, h[:mode]
+    assert_equal 1000, h[:frequency]
+    assert_operator h[:sample_count], :>, 10
+    assert_equal h[:sample_count], h[:samples].sum { |s| s[2] }
+    frames, _weight, _count, thread_seq = h[:samples].first
+    assert_kind_of Array, frames
+    assert_operator total(data), :>, h[:sample_count] * 500_000, "weights are clock deltas in ns, not counts"
+    assert_equal 1, thread_seq
+    assert_equal 3, frames.first.size
+    # the hot method takes the large majority, and each frame carries its executing line
+    assert_operator cumulative(data, "Workloads.fib"), :>, 0.9 * total(data)
+    fib_lines = h[:samples].flat_map { |fr, *| fr.select { |f| f[0] == "Workloads.fib" }.map { |f| f[2] } }.uniq
+    assert_equal [Workloads.method(:fib).source_location[1]], fib_lines
+    # the weights add up to the thread's CPU time, less at most the tail after the last sample
+    assert_operator total(data), :<=, cpu
+    assert_operator total(data), :>=, cpu * 0.95 - 2_000_000
+  end
+
+  def test_manual_start_stop_and_running
+    refute Hakari.running?
+    assert_nil Hakari.stop, "stop without start returns nil"
+    assert_equal true, Hakari.start(mode: :wall)
+    assert Hakari.running?
+    Workloads.spin(0.02)
+    data = Hakari.stop
+    refute Hakari.running?
+    assert_equal :wall, data[:mode]
+    assert_nil Hakari.stop
+  end
+
+  def test_start_twice_raises_and_keeps_the_first_session
+    Hakari.start
+    err = assert_raises(RuntimeError) { Hakari.start }
+    assert_match(/already running/, err.message)
+    assert Hakari.running?
+    refute_nil Hakari.stop
+  end
+
+  def test_bad_mode_names_the_value
+    err = assert_raises(ArgumentError) { Hakari.start(mode: :bogus) }
+    assert_match(/:bogus/, err.message)
+    assert_match(/:cpu or :wall/, err.message)
+    refute Hakari.running?
+  end
+
+  def test_bad_frequencies_name_the_value
+    [0, -1, 100_000, "x", 1.5, nil].each do |f|
+      err = assert_raises(ArgumentError, f.inspect) { Hakari.start(frequency: f) }
+      assert_includes err.message, f.inspect
+      assert_match(/1 to 10000/, err.message)
+      refute Hakari.running?
+    end
+    assert Hakari.start(frequency: 1) { 1 }
+    assert Hakari.start(frequency: 10_000) { 1 }
+  end
+
+  def test_unknown_format_raises_before_profiling
+    err = assert_raises(ArgumentError) { Hakari.start(format: :svg) { flunk "block must not run" } }
+    assert_match(/:svg/, err.message)
+    assert_match(/:pprof, :collapsed, :text/, err.message)
+    refute Hakari.running?
+  end
+
+  def test_unwritable_output_raises_before_profiling_and_writes_nothing
+    Dir.mktmpdir do |dir|
+      path = File.join(dir, "missing", "out.pb.gz")
+      err = assert_raises(ArgumentError) { Hakari.start(output: path) { flunk "block must not run" } }
+      assert_includes err.message, path
+      refute Hakari.running?
+      assert_empty Dir.children(dir)
+    end
+  end
+
+  def test_output_written_by_block_form_in_each_format
+    Dir.mktmpdir do |dir|
+      %w[out.pb.gz out.collapsed out.txt].each do |name|
+        path = File.join(dir, name)
+        Hakari.start(output: path) { Workloads.spin(0.03) }
+        assert File.size(path).positive?, name
+      end
+      assert_equal "\x1f\x8b".b, File.binread(File.join(dir, "out.pb.gz"), 2)
+      spin_line = File.read(File.join(dir, "out.collapsed")).lines.grep(/Workloads\.spin/).first
+      assert_match(/\A<main>;.*;Workloads\.spin(;[^;]+)? \d+\n\z/, spin_line)
+      assert_match(/^Total: .* ms \(cpu\)$/, File.read(File.join(dir, "out.txt")))
+      assert_equal %w[out.collapsed out.pb.gz out.txt], Dir.children(dir).sort, "no temporary files left"
+    end
+  end
+
+  def test_save_picks_format_from_extension_or_keyword
+    data = Hakari.start { Workloads.spin(0.02) }
+    Dir.mktmpdir do |dir|
+      Hakari.save(File.join(dir, "a.dat"), data, format: :text)
+      assert_match(/^Flat:/, File.read(File.join(dir, "a.dat")))
+      Hakari.save(File.join(dir, "b.collapsed"), data)
+      assert_match(/ \d+$/, File.read(File.join(dir, "b.collapsed")))
+      assert_raises(ArgumentError) { Hakari.save(File.join(dir, "c.txt"), data, format: "flame") }
+      assert_raises(ArgumentError) { Hakari.save(File.join(dir, "d.txt"), {}) }
+      refute File.exist?(File.join(dir, "c.txt"))
+    end
+  end
+
+  def test_failed_save_leaves_no_partial_file
+    data = Hakari.start { Workloads.spin(0.01) }
+    Dir.mktmpdir do |dir|
+      target = File.join(dir, "out.pb.gz")
+      Dir.mkdir(target) # a directory where the file should go
+      assert_raises(ArgumentError) { Hakari.save(target, data) }
+      assert_equal ["out.pb.gz"], Dir.children(dir)
+    end
+  end
+
+  def test_snapshot_while_running_and_clear
+    assert_nil Hakari.snapshot
+    Hakari.start(mode: :cpu)
+    Workloads.spin(0.05)
+    first = Hakari.snapshot(clear: true)
+    assert_operator total(first), :>, 30_000_000
+    Workloads.spin(0.03)
+    second = Hakari.snapshot
+    assert_operator total(second), :<, 45_000_000, "clear: true started the counts over"
+    assert_operator total(second), :>, 15_000_000
+    final = Hakari.stop
+    assert_operator total(final), :>=, total(second)
+  end
+
+  def test_raw_samples_carry_timestamps
+    data = Hakari.start(aggregate: false) { Workloads.spin(0.05) }
+    samples = data[:samples]
+    assert_operator samples.size, :>, 20
+    samples.each { |s| assert_equal 1, s[2] }
+    stamps = samples.map { |s| s[4] }
+    assert_equal stamps.sort, stamps
+    assert_operator stamps.first, :>=, data[:start_time_ns]
+  end
+
+  def test_wall_mode_sees_sleep_and_cpu_mode_does_not
+    wall = Hakari.start(mode: :wall) { sleep 0.2 }
+    cpu = Hakari.start(mode: :cpu) { sleep 0.2 }
+    # other threads live in this process (minitest's), so on Ruby 3.1 the sleep may end up in the
+    # stop-time "[unsampled]" tail rather than under Kernel#sleep; either way none of it is lost
+    assert_in_delta 200_000_000, cumulative(wall, /\AKernel#sleep\z|\A\[unsampled\]\z/), 30_000_000
+    assert_operator total(cpu), :<, 10_000_000
+  end
+
+  def test_wall_sleep_is_attributed_to_kernel_sleep_in_a_single_threaded_program
+    script = <<~RUBY
+      d = Hakari.start(mode: :wall) { sleep 0.2 }
+      ns = d[:samples].sum { |fr, w| fr.any? { |f| f[0] == "Kernel#sleep" } ? w : 0 }
+      print ns
+    RUBY
+    out = IO.popen([RbConfig.ruby, "-I#{File.expand_path('../lib', __dir__)}", "-rhakari", "-e", script], &:read)
+    assert_in_delta 200_000_000, out.to_i, 20_000_000
+  end
+
+  def test_stop_records_the_tail_since_the_last_sample
+    data = Hakari.start(mode: :wall, frequency: 1) { sleep 0.1 }
+    assert_in_delta data[:duration_ns], total(data), 5_000_000
+    assert_operator cumulative(data, "[unsampled]") + cumulative(data, "Kernel#sleep"), :>=, 95_000_000
+  end
+
+  def test_every_thread_is_sampled_with_its_own_sequence
+    data = Hakari.start(mode: :cpu) do
+      t = Thread.new { Workloads.spin(0.15) }
+      Workloads.spin(0.15)
+      t.join
+    end
+    seqs = data[:samples].map { |s| s[3] }.uniq.sort
+    assert_equal [1, 2], seqs
+    per_thread = data[:samples].group_by { |s| s[3] }.transform_values { |rows| rows.sum { |r| r[1] } }
+    per_thread.each_value { |ns| assert_in_delta 150_000_000, ns, 40_000_000 }
+    assert_equal 2, data[:thread_count]
+  end
+
+  def test_deep_stacks_are_truncated_with_a_marker_root
+    data = Hakari.start(max_depth: 10) { Workloads.recurse(50) { Workloads.spin(0.03) } }
+    data[:samples].each do |frames, *|
+      assert_operator frames.size, :<=, 11
+      assert_equal "[truncated]", frames.last[0] if frames.size == 11
+    end
+    assert(data[:samples].any? { |frames, *| frames.last[0] == "[truncated]" })
+  end
+
+  def test_profiled_program_survives_gc_compaction_and_stress
+    data = Hakari.start(frequency: 10_000) do
+      200.times { |i| Workloads.recurse(i % 30) { Array.new(100) { "x" * 10 } } }
+      GC.compact if GC.respond_to?(:compact)
+      GC.stress = true
+      Workloads.recurse(20) { 50.times { Object.new } }
+    ensure
+      GC.stress = false
+    end
+    GC.start
+    assert_operator data[:unique_frames], :>, 3
+    data.encode(:pprof)
+  end
+
+  def test_forked_child_stops_quietly_and_parent_keeps_profiling
+    Hakari.start(mode: :wall)
+    pid = fork do
+      exit!(Hakari.running? ? 1 : 0)
+    end
+    _, status = Process.wait2(pid)
+    assert_equal 0, status.exitstatus, "the child must not inherit a running session"
+    Workloads.spin(0.03)
+    assert Hakari.running?
+    assert_operator Hakari.stop[:sample_count], :>, 5
+  end
+
+  def test_child_can_profile_after_fork
+    Hakari.start
+    r, w = IO.pipe
+    pid = fork do
+      r.close
+      d = Hakari.start { Workloads.spin(0.05) }
+      w.write(d[:sample_count].to_s)
+      exit!(0)
+    end
+    w.close
+    Process.wait(pid)
+    assert_operator r.read.to_i, :>, 10
+    Hakari.stop
+  end
+
+  def test_sleep_is_not_cut_short_by_the_timer_signal
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    Hakari.start(frequency: 10_000) { sleep 0.2 }
+    assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, :>=, 0.2
+  end
+
+  def test_timer_uses_a_thread_directed_signal_on_linux
+    skip_unless_linux = RUBY_PLATFORM.include?("linux")
+    data = Hakari.start { Workloads.spin(0.01) }
+    assert_equal "timer_create(SIGEV_THREAD_ID)", data[:timer] if skip_unless_linux
+  end
+
+  def test_exception_in_block_stops_and_propagates
+    assert_raises(ZeroDivisionError) { Hakari.start { 1 / 0 } }
+    refute Hakari.running?
+  end
+end

@@ -1,0 +1,31 @@
+# frozen_string_literal: true
+
+require "minitest/autorun"
+require "tmpdir"
+require "hakari"
+
+# Workloads shared by the Ruby tests. Each one is deterministic and short.
+module Workloads
+  module_function
+
+  def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)
+
+  # spins on this thread's CPU clock for `seconds`
+  def spin(seconds)
+    stop = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) + seconds
+    x = 0
+    x += 1 while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) < stop
+    x
+  end
+
+  def recurse(depth, &block) = depth.zero? ? block.call : recurse(depth - 1, &block)
+end
+
+module ProfileHelpers
+  # cumulative weight of frames whose label matches, counting each sample once
+  def cumulative(data, label)
+    data[:samples].sum { |frames, weight| frames.any? { |f| label === f[0] } ? weight : 0 }
+  end
+
+  def total(data) = data[:samples].sum { |_, weight| weight }
+end
