@@ -11,13 +11,14 @@ module Hakari
   DEFAULT_MAX_DEPTH = 1024
 
   # A finished (or snapshot) profile: the C model with its counters.
+  # #counters is cheap; #to_h (and #[] for :samples) builds Ruby objects for every sample, once.
   class Profile
-    def [](key) = to_h[key]
+    def [](key) = key == :samples ? to_h[:samples] : counters_memo[key]
 
-    # to_h builds Ruby objects for every sample; keep the result
-    alias_method :build_hash, :to_h
-    private :build_hash
-    def to_h = (@to_h ||= build_hash.freeze)
+    def to_h = (@to_h ||= counters_memo.merge(samples: samples).freeze)
+
+    def counters_memo = (@counters ||= counters.freeze)
+    private :counters_memo
 
     def inspect
       h = to_h

@@ -134,8 +134,15 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
 
 #define SET(h, k, v) rb_hash_aset(h, ID2SYM(rb_intern(k)), v)
 
-/* Profile#to_h -> Hash (shape documented in the README) */
-static VALUE profile_to_h(VALUE self)
+/* Profile#samples -> Array (shape documented in the README) */
+static VALUE profile_samples(VALUE self)
+{
+    profile_obj *o = profile_get(self);
+    return samples_ary(o->p, o->st.aggregate);
+}
+
+/* Profile#counters -> Hash of the run's metadata and counters, without samples */
+static VALUE profile_counters(VALUE self)
 {
     profile_obj *o = profile_get(self);
     const hk_sampler_stats *st = &o->st;
@@ -154,7 +161,6 @@ static VALUE profile_to_h(VALUE self)
     SET(h, "unique_frames", ULL2NUM(st->unique_frames));
     SET(h, "unique_stacks", ULL2NUM(st->unique_stacks));
     SET(h, "timer", rb_str_new_cstr(st->timer_kind ? st->timer_kind : "none"));
-    SET(h, "samples", samples_ary(o->p, st->aggregate));
     return h;
 }
 
@@ -257,7 +263,8 @@ void Init_hakari(void)
     cProfile = rb_define_class_under(mHakari, "Profile", rb_cObject);
     rb_undef_alloc_func(cProfile);
     rb_define_method(cProfile, "encode", profile_encode, 1);
-    rb_define_method(cProfile, "to_h", profile_to_h, 0);
+    rb_define_method(cProfile, "counters", profile_counters, 0);
+    rb_define_method(cProfile, "samples", profile_samples, 0);
 
     /* the GC calls dmark only when the data pointer is non-NULL, so point it at the sampler */
     VALUE root = TypedData_Wrap_Struct(rb_cObject, &root_type, &hk_the_sampler);

@@ -108,6 +108,11 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
         }
         const uint32_t *sl = hk_intern_get(&s->stacks, stack, &nloc);
         for (uint32_t j = 0; j < nloc; j++) locs[j] = loc_of[sl[j] - 1];
+        /* Ruby 3.1 reports the top-level script twice: "<main>" at its line, then a
+         * line-0 frame of the same function beneath it. Keep one. */
+        if (nloc >= 2 && p->locations[locs[nloc - 1] - 1].line == 0 &&
+            p->locations[locs[nloc - 1] - 1].function_id == p->locations[locs[nloc - 2] - 1].function_id)
+            nloc--;
         labels[0].num = seq;
         hk_profile_add_sample(p, locs, nloc, values, labels, s->cfg.aggregate ? 1 : 2);
     }

@@ -149,9 +149,16 @@ static int record(uint32_t stack, uint32_t seq, int64_t weight)
         return 0;
     }
     uint32_t key[3] = {stack, seq, 0 /* label set: none yet */};
+    if (S.last_agg >= 0 && memcmp(key, S.last_agg_key, sizeof(key)) == 0) {
+        S.agg_weight[S.last_agg] += weight;
+        S.agg_count[S.last_agg]++;
+        return 0;
+    }
     size_t before = hk_intern_count(&S.agg);
     int64_t id = hk_intern_seq(&S.agg, key, 3);
     if (id < 0) return -1;
+    memcpy(S.last_agg_key, key, sizeof(key));
+    S.last_agg = id;
     if ((size_t)id == before) {
         if (grow((void **)&S.agg_weight, &S.agg_cap, before + 1, sizeof(int64_t)) < 0) return -1;
         size_t cap = S.agg_cap;
@@ -164,6 +171,49 @@ static int record(uint32_t stack, uint32_t seq, int64_t weight)
     S.agg_weight[id] += weight;
     S.agg_count[id]++;
     return 0;
+}
+
+/* Location ids of frames [from, to) of the current sample; 0 or -1 (out of memory) */
+static int resolve_locations(int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        uint32_t fid = frame_id(S.frame_buf[i]);
+        uint32_t lid = fid ? location_id(fid, S.line_buf[i]) : 0;
+        if (!lid) return -1;
+        S.loc_buf[i] = lid;
+    }
+    return 0;
+}
+
+/* Consecutive samples share most of their stack from the root up. Frames equal
+ * to the previous sample's (same VALUE, same line) reuse its location ids, and
+ * an identical stack reuses its stack id: the hash tables, whose lines the
+ * program evicts from the cache between samples, are touched only for what changed. */
+static int64_t intern_current_stack(int n, int truncated)
+{
+    int k = 0;
+    while (k < n && k < S.prev_n && S.frame_buf[n - 1 - k] == S.prev_frames[S.prev_n - 1 - k] &&
+           S.line_buf[n - 1 - k] == S.prev_lines[S.prev_n - 1 - k]) {
+        S.loc_buf[n - 1 - k] = S.prev_locs[S.prev_n - 1 - k];
+        k++;
+    }
+    if (resolve_locations(0, n - k) < 0) return -1;
+    int64_t stack;
+    if (k == n && n == S.prev_n && truncated == S.prev_truncated && S.prev_stack >= 0) {
+        stack = S.prev_stack;
+    } else {
+        if (truncated) S.loc_buf[n] = location_id(HK_FRAME_TRUNCATED, 0);
+        stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)(n + truncated));
+        if (stack < 0) return -1;
+    }
+    /* this sample becomes the previous one: swap buffers rather than copy */
+    VALUE *f = S.prev_frames; S.prev_frames = S.frame_buf; S.frame_buf = f;
+    int *l = S.prev_lines; S.prev_lines = S.line_buf; S.line_buf = l;
+    uint32_t *c = S.prev_locs; S.prev_locs = S.loc_buf; S.loc_buf = c;
+    S.prev_n = n;
+    S.prev_truncated = truncated;
+    S.prev_stack = stack;
+    return stack;
 }
 
 static void take_sample(void)
@@ -183,15 +233,12 @@ static void take_sample(void)
     if (n <= 0) { S.dropped_count++; return; }
     int truncated = n > max;
     if (truncated) n = max;
-    for (int i = 0; i < n; i++) {
-        uint32_t fid = frame_id(S.frame_buf[i]);
-        uint32_t lid = fid ? location_id(fid, S.line_buf[i]) : 0;
-        if (!lid) { S.dropped_count++; return; }
-        S.loc_buf[i] = lid;
+    int64_t stack = intern_current_stack(n, truncated);
+    if (stack < 0 || record((uint32_t)stack, t->seq, weight) < 0) {
+        S.prev_n = 0; /* the cache may be half-updated */
+        S.dropped_count++;
+        return;
     }
-    if (truncated) S.loc_buf[n++] = location_id(HK_FRAME_TRUNCATED, 0);
-    int64_t stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)n);
-    if (stack < 0 || record((uint32_t)stack, t->seq, weight) < 0) { S.dropped_count++; return; }
     S.sample_count++;
 }
 
@@ -235,6 +282,9 @@ static void free_tables(void)
     free(S.frame_buf);
     free(S.line_buf);
     free(S.loc_buf);
+    free(S.prev_frames);
+    free(S.prev_lines);
+    free(S.prev_locs);
     memset(&S, 0, sizeof(S));
 }
 
@@ -252,7 +302,11 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.frame_buf = malloc(depth * sizeof(VALUE));
     S.line_buf = malloc(depth * sizeof(int));
     S.loc_buf = malloc(depth * sizeof(uint32_t));
-    if (!S.frame_buf || !S.line_buf || !S.loc_buf || frame_id(Qnil) != HK_FRAME_TRUNCATED ||
+    S.prev_frames = malloc(depth * sizeof(VALUE));
+    S.prev_lines = malloc(depth * sizeof(int));
+    S.prev_locs = malloc(depth * sizeof(uint32_t));
+    S.prev_stack = S.last_agg = -1;
+    if (!S.frame_buf || !S.line_buf || !S.loc_buf || !S.prev_frames || !S.prev_lines || !S.prev_locs || frame_id(Qnil) != HK_FRAME_TRUNCATED ||
         frame_id(Qtrue) != HK_FRAME_UNSAMPLED ||
         hk_u64_map_reserve(&S.frame_ids, 4096) < 0 || hk_u64_map_reserve(&S.loc_ids, 8192) < 0) {
         free_tables();
@@ -336,6 +390,7 @@ static void take_tail_sample(void)
         S.loc_buf[m++] = lid;
     }
     if (!t->seq) t->seq = ++S.nseq;
+    S.prev_n = 0;
     int64_t stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)m);
     if (stack >= 0 && record((uint32_t)stack, t->seq, weight) == 0) S.sample_count++;
 }
@@ -363,6 +418,7 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
     hk_profile *p = hk_sampler_build_profile(&S, stats);
     if (p && clear) {
         hk_intern_clear(&S.agg);
+        S.last_agg = -1;
         S.nraw = 0;
     }
     return p;
@@ -383,7 +439,7 @@ size_t hk_sampler_memsize(void)
            hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
            hk_intern_memsize(&S.agg) + S.frames_cap * sizeof(VALUE) + S.locs_cap * sizeof(uint64_t) +
            S.agg_cap * (sizeof(int64_t) + sizeof(uint64_t)) + S.raw_cap * sizeof(hk_raw_sample) +
-           S.threads_cap * sizeof(hk_thread) + (size_t)(S.cfg.max_depth + 1) * (sizeof(VALUE) + 8);
+           S.threads_cap * sizeof(hk_thread) + 2 * (size_t)(S.cfg.max_depth + 1) * (sizeof(VALUE) + 8);
 }
 
 /* ctx: fork child. The timer thread did not survive fork: stop quietly; the

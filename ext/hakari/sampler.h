@@ -74,6 +74,14 @@ typedef struct hk_sampler {
     VALUE *frame_buf;   /* max_depth + 1 entries, reused by every sample */
     int *line_buf;
     uint32_t *loc_buf;
+    /* the previous sample, swapped with the buffers above (see intern_current_stack) */
+    VALUE *prev_frames;
+    int *prev_lines;
+    uint32_t *prev_locs;
+    int prev_n, prev_truncated;
+    int64_t prev_stack;
+    uint32_t last_agg_key[3];
+    int64_t last_agg;
     /* owned by the GVL */
     int running;
     hk_u64_map frame_ids;

@@ -1,0 +1,119 @@
+# frozen_string_literal: true
+
+# Profiles the whole Ruby process that requires it: `hakari record|stat|exec` load it into
+# the command through RUBYOPT=-rhakari/autorun, and it can be used by hand:
+#
+#   RUBYOPT=-rhakari/autorun HAKARI_OUTPUT=out.pb.gz ruby app.rb
+#
+# Only one Ruby process of a command tree profiles. Under the CLI (HAKARI_SESSION set) the
+# first process to create the session's claim file with O_EXCL wins, which also covers
+# siblings such as `sh -c "ruby a.rb; ruby b.rb"`; standalone, the winner's pid is put in
+# ENV so its descendants step aside. A process that exec'd itself keeps its pid and its
+# claim: the image that claimed never reached at_exit, so the new image takes over.
+# A forked child inherits the running profiler but must not write: at_exit compares pids.
+#
+# A profiler must never take its program down: every failure here is one warning line
+# (and, under the CLI, a status in the result file); the program's exit status is untouched.
+
+require_relative "cli/session"
+
+module Hakari
+  module Autorun
+    S = CLI::Session
+
+    module_function
+
+    def claim(env = ENV)
+      dir = env[S::ENV_DIR]
+      return standalone_claim(env) if dir.nil? || dir.empty?
+      path = File.join(dir, S::CLAIM_FILE)
+      begin
+        File.open(path, File::WRONLY | File::CREAT | File::EXCL, 0o600) { |f| f.write(Process.pid.to_s) }
+        true
+      rescue Errno::EEXIST
+        File.read(path).strip == Process.pid.to_s
+      rescue SystemCallError
+        false # the CLI already cleaned up its session: nobody is waiting for us
+      end
+    end
+
+    def standalone_claim(env)
+      owner = env[S::ENV_CLAIMED]
+      return owner == Process.pid.to_s if owner && !owner.empty?
+      env[S::ENV_CLAIMED] = Process.pid.to_s
+      true
+    end
+
+    # Settings as Hakari.start keywords; bad values raise ArgumentError from Hakari.start.
+    def start_options(env = ENV)
+      opts = {}
+      opts[:mode] = env[S::ENV_MODE].to_sym if env[S::ENV_MODE]
+      opts[:frequency] = Integer(env[S::ENV_FREQUENCY], 10) if env[S::ENV_FREQUENCY]
+      opts[:verbose] = true if env[S::ENV_VERBOSE] == "1"
+      opts
+    end
+
+    def start(env = ENV)
+      @dir = env[S::ENV_DIR]
+      @dir = nil if @dir&.empty?
+      # Standalone there is nobody to print a report, so a file is the only output.
+      @output = env[S::ENV_OUTPUT] || (@dir ? nil : "hakari.pb.gz")
+      @format = env[S::ENV_FORMAT]&.to_sym
+      @report = env[S::ENV_REPORT] == "1"
+      @pid = Process.pid
+      require "hakari"
+      @gc_before = GC.stat # before start: the profiler's own setup is not the program's GC
+      Hakari.start(**start_options(env))
+      at_exit { finish }
+    rescue StandardError, ScriptError => e
+      fail_with("could not start profiling: #{e.message}")
+    end
+
+    def finish
+      return unless Process.pid == @pid # a forked child: the parent writes
+      gc = GC.stat # before stop: building the profile is the profiler's cost, not the program's
+      data = Hakari.stop
+      return fail_with("profiling was stopped by the program before exit (Hakari.stop)") unless data
+      result = { "status" => "ok", "pid" => @pid }
+      data.counters.each { |k, v| result[k.to_s] = v }
+      gc_deltas(@gc_before, gc).each { |k, v| result[k] = v }
+      S.write_atomic(File.join(@dir, S::REPORT_FILE), data.encode(:text)) if @dir && @report
+      if @output
+        begin
+          Hakari.save(@output, data, format: @format)
+          result["output"] = @output
+        rescue StandardError => e
+          result["status"] = "error"
+          result["error"] = e.message.include?(@output) ? e.message : "cannot write profile to #{@output}: #{e.message}"
+          warn "hakari: #{result["error"]}" unless @dir # under the CLI, the parent says it
+        end
+      end
+      S.write_result(@dir, result) if @dir
+    rescue StandardError => e
+      fail_with("could not finish profiling: #{e.message}")
+    end
+
+    def gc_deltas(before, after)
+      {
+        "gc_count" => after[:count] - before[:count],
+        "gc_minor" => after[:minor_gc_count] - before[:minor_gc_count],
+        "gc_major" => after[:major_gc_count] - before[:major_gc_count],
+        "gc_time_ms" => after.fetch(:time, 0) - before.fetch(:time, 0), # :time is 3.1+, in ms
+        "allocated_objects" => after[:total_allocated_objects] - before[:total_allocated_objects],
+        "freed_objects" => after[:total_freed_objects] - before[:total_freed_objects],
+      }
+    end
+
+    def fail_with(message)
+      if @dir
+        S.write_result(@dir, { "status" => "error", "pid" => Process.pid, "error" => message })
+      else
+        warn "hakari: #{message}"
+      end
+    rescue StandardError
+      warn "hakari: #{message}"
+    end
+  end
+end
+
+Hakari::Autorun.start if Hakari::Autorun.claim

@@ -1,0 +1,109 @@
+# frozen_string_literal: true
+
+require_relative "version"
+require_relative "cli/options"
+require_relative "cli/runner"
+require_relative "cli/stat_printer"
+require_relative "cli/help"
+
+module Hakari
+  # The `hakari` command: parses arguments, runs the command with lib/hakari/autorun.rb
+  # injected through RUBYOPT, and prints what the profiled process left in the session
+  # directory. No profiling logic lives here (see DESIGN.md, "Layers").
+  #
+  # Exit status: the command's own (128+signo if a signal killed it); 2 for bad usage,
+  # before anything runs; 127/126 if the command cannot be started; 1 if the command
+  # succeeded but its profile could not be made or written.
+  class CLI
+    def self.start(argv)
+      new.run(argv)
+    end
+
+    def initialize(out: $stdout, err: $stderr)
+      @out = out
+      @err = err
+    end
+
+    # => Integer exit status
+    def run(argv)
+      case argv.first
+      when nil then @err.puts Help::USAGE; 2
+      when "-h", "--help" then @out.puts Help::USAGE; 0
+      when "-V", "--version" then @out.puts "hakari #{VERSION}"; 0
+      when "help" then @out.puts Help::TEXT; 0
+      when "record", "stat", "exec" then run_command(argv.first, argv.drop(1))
+      else raise UsageError, "unknown command #{argv.first.inspect} (expected record, stat, exec or help)"
+      end
+    rescue UsageError, CommandError => e
+      @err.puts "hakari: #{e.message}"
+      e.respond_to?(:exit_code) ? e.exit_code : 2
+    rescue HelpRequested => e
+      @out.puts Help.command(e.message)
+      0
+    end
+
+    private
+
+    def run_command(name, argv)
+      load_engine
+      o = Options.parse(name, argv)
+      outcome = Runner.new(o).run
+      name == "record" ? record(o, outcome) : stat(o, outcome)
+    end
+
+    # The parent needs the extension only for its constants and children_rusage; a
+    # broken build is reported, not a backtrace.
+    def load_engine
+      require "hakari"
+    rescue LoadError => e
+      raise CommandError.new("cannot load the hakari extension (#{e.message}); run script/build", 1)
+    end
+
+    def record(o, outcome)
+      ok = check_profile(outcome, required: true)
+      begin
+        @out.write(outcome.report) if ok && o.print && outcome.report
+      rescue Errno::EPIPE
+        # `hakari record -p … | head`: the reader has what it wanted
+      end
+      if ok && o.verbose && o.output
+        @err.puts "hakari: wrote #{o.output} (#{o.format || Hakari.format_for(o.output)}, " \
+                  "#{outcome.result["sample_count"]} samples)"
+      end
+      exit_status(outcome, ok)
+    end
+
+    # stat is useful as time(1) for any command, so a command without Ruby is not an error.
+    def stat(o, outcome)
+      @err.puts StatPrinter.new(o, outcome).lines
+      @err.write(outcome.report) if o.report && outcome.report
+      exit_status(outcome, check_profile(outcome, required: false))
+    end
+
+    # Says on one line what went wrong with the profile; => false if it did.
+    def check_profile(outcome, required:)
+      res = outcome.result
+      if res.nil? && outcome.claimed_pid
+        @err.puts "hakari: Ruby process #{outcome.claimed_pid} exited without finishing its profile " \
+                  "(killed by a signal, or it called exit!)"
+        return false
+      elsif res.nil?
+        @err.puts "hakari: no Ruby process was profiled: the command never loaded hakari/autorun " \
+                  "(is it a Ruby program? RUBYOPT must reach it)"
+        return !required
+      elsif res["status"] != "ok"
+        @err.puts "hakari: #{res["error"]}"
+        return false
+      end
+      dropped = res["dropped_count"].to_i
+      @err.puts "hakari: note: #{dropped} of #{res["trigger_count"]} samples were dropped" if dropped.positive?
+      true
+    end
+
+    # The command's failure wins; hakari's own failure only turns a success into 1.
+    def exit_status(outcome, ok)
+      return outcome.exit_code unless outcome.exit_code.zero?
+      ok ? 0 : 1
+    end
+  end
+end

@@ -1,0 +1,119 @@
+# frozen_string_literal: true
+
+module Hakari
+  class CLI
+    # The text of `hakari --help` (short) and `hakari help` (the full reference). Kept as
+    # plain text, apart from the code, so it reads like the man page it stands in for.
+    module Help
+      USAGE = <<~TEXT
+        Usage: hakari record [options] [--] COMMAND [ARGS...]   profile a Ruby command into a file
+               hakari stat   [options] [--] COMMAND [ARGS...]   run a command, print time, GC, memory and sampling stats
+               hakari exec   [options] [--] COMMAND [ARGS...]   stat plus the flat and cumulative tables
+               hakari help                                     full reference: commands, options, formats, API, env
+               hakari --version
+      TEXT
+
+      # Indented to sit under each command's own options (interpolation would not be dedented).
+      COMMON = <<~TEXT.gsub(/^/, "  ")
+          -m, --mode MODE       cpu (per-thread CPU time) or wall (elapsed time, sleeping and I/O included)
+          -f, --frequency HZ    samples per second, an integer from 1 to 10000 (default 1000)
+          --format FORMAT       pprof, collapsed or text (default: from the -o extension)
+          -v, --verbose         print sampling statistics to stderr
+          -h, --help            this command's help
+      TEXT
+
+      COMMANDS = {
+        "record" => <<~TEXT +
+          hakari record [options] [--] COMMAND [ARGS...]
+            Runs COMMAND and writes the profile of its Ruby process to a file.
+            -o, --output PATH     where to write (default hakari.pb.gz; *.collapsed and *.txt pick those formats)
+            -p, --print           print the text report to stdout when the command ends; no file is
+                                  written unless -o is given too (then both)
+        TEXT
+          COMMON + "  Default mode: cpu.\n",
+        "stat" => <<~TEXT +
+          hakari stat [options] [--] COMMAND [ARGS...]
+            Runs COMMAND and prints to stderr: user, sys and real time and CPU share; peak RSS,
+            context switches and disk I/O blocks of the whole command; and for its profiled Ruby
+            process: GC time and count (minor/major), allocated and freed objects, samples against
+            timer triggers (and drops), and the profiler's own overhead (time spent sampling as a
+            share of the profiled time). Works on any command; the Ruby lines need a Ruby process.
+            -o, --output PATH     also write the profile to PATH (default: no file)
+            --report              add the flat and cumulative tables (the text report)
+        TEXT
+          COMMON + "  Default mode: wall.\n",
+        "exec" => <<~TEXT +
+          hakari exec [options] [--] COMMAND [ARGS...]
+            The same as `hakari stat --report`: the stats and the flat and cumulative tables, on stderr.
+            -o, --output PATH     also write the profile to PATH (default: no file)
+        TEXT
+          COMMON + "  Default mode: wall.\n",
+      }.freeze
+
+      TEXT = <<~TEXT
+        hakari #{VERSION} — a Ruby profiler with a C engine. It samples with a timer, weighs each
+        sample by the clock time it stands for, and keeps the executing line numbers.
+
+        #{USAGE}
+        COMMANDS
+
+        #{COMMANDS.values.join("\n").gsub(/^(?=.)/, "  ")}
+        Options end at the first argument that is not one, which starts COMMAND:
+        `hakari record ruby -w app.rb` passes -w to ruby. `--` ends them explicitly.
+        COMMAND is run directly, not through a shell; use `sh -c "..."` for pipelines and the like.
+
+        WHICH PROCESS IS PROFILED
+          hakari puts its lib directory first in RUBYLIB and -rhakari/autorun first in RUBYOPT, so
+          every Ruby process the command starts loads hakari/autorun. The first of them to start
+          profiles, from when it loads until its at_exit handlers have run; the others (sub-shells'
+          rubies, spawned or forked children) run unprofiled. A process that exec's another Ruby
+          program keeps the claim (`bundle exec` works). Nothing is written for a process that dies
+          by SIGKILL or calls exit!. The profiled program must not call Hakari.start itself.
+
+        EXIT STATUS
+          The command's own status; 128+N if signal N killed it. 2: bad usage (nothing was run).
+          127: command not found, 126: not executable. 1: the command succeeded but its profile
+          could not be written (or, for record, no Ruby process was profiled).
+
+        OUTPUT FORMATS
+          pprof      gzip-compressed profile.proto (*.pb.gz, the default). Read it with
+                     `go tool pprof -top hakari.pb.gz`, `-traces`, or `-http=:8080`.
+          collapsed  one line per unique stack, "root;...;leaf WEIGHT_NS", for flamegraph.pl and speedscope.
+          text       the total, then flat (self) and cumulative (total) time per method.
+          Each sample weighs the nanoseconds of clock time it stands for (CPU time in cpu mode,
+          elapsed time in wall mode), and dropped samples are counted in the profile.
+          The profile is written to a temporary name and renamed: never half a file.
+
+        RUBY API
+          require "hakari"
+          Hakari.start(mode: :cpu, frequency: 1000, output: nil, format: nil, aggregate: true,
+                       verbose: false, max_depth: 1024) { work }   # block form: stops and returns the profile
+          Hakari.start(mode: :wall); work; profile = Hakari.stop    # Hakari.stop => Hakari::Profile or nil
+          profile.to_h          # mode, frequency, start_time_ns, duration_ns, trigger_count, sampling_count,
+                                # sample_count, dropped_count, sampling_time_ns, thread_count,
+                                # unique_frames, unique_stacks, samples: [[frames, weight_ns, count, thread_seq], ...]
+          profile[:sample_count]            # == profile.to_h[:sample_count]
+          profile.encode(:pprof | :collapsed | :text)   # => String
+          Hakari.save("out.pb.gz", profile)             # format from the extension, or format: :text
+          Hakari::MODES    # [:cpu, :wall]
+          Hakari::FORMATS  # [:pprof, :collapsed, :text]
+          Bad values raise ArgumentError; starting twice raises RuntimeError.
+
+        ENVIRONMENT
+          Read by hakari/autorun; the CLI sets them (and clears any it does not use).
+          To profile without the CLI: RUBYOPT=-rhakari/autorun HAKARI_OUTPUT=out.pb.gz ruby app.rb
+            HAKARI_MODE        cpu or wall (default cpu)
+            HAKARI_FREQUENCY   Hz (default 1000)
+            HAKARI_OUTPUT      profile path (standalone default hakari.pb.gz)
+            HAKARI_FORMAT      pprof, collapsed or text (default: from the extension)
+            HAKARI_VERBOSE     1: sampling statistics on stderr
+          Internal to the CLI: HAKARI_SESSION (its temporary directory: claim and result files),
+          HAKARI_REPORT (leave the text report there), HAKARI_CLAIMED (standalone: the pid that profiles).
+      TEXT
+
+      def self.command(name)
+        COMMANDS.fetch(name)
+      end
+    end
+  end
+end

@@ -1,0 +1,108 @@
+# frozen_string_literal: true
+
+require "optparse"
+
+module Hakari
+  class CLI
+    # Bad command-line input. The dispatcher prints "hakari: MESSAGE" and exits 2, before
+    # anything is run or written.
+    class UsageError < StandardError; end
+
+    # Parses and validates the options of record / stat / exec. Everything is checked here,
+    # up front, so a bad value never gets as far as running the command.
+    module Options
+      DEFAULT_OUTPUT = "hakari.pb.gz"
+
+      Parsed = Struct.new(:mode, :frequency, :output, :format, :print,
+                          :verbose, :report, :argv, keyword_init: true)
+
+      module_function
+
+      # => Parsed. argv is not modified. Raises UsageError.
+      def parse(name, argv)
+        o = Parsed.new(mode: name == "record" ? :cpu : :wall,
+                       frequency: Hakari::DEFAULT_FREQUENCY, print: false, verbose: false,
+                       report: name == "exec")
+        rest = parser(name, o).order(argv) # order: stop at the command, so its own flags stay its own
+        raise UsageError, "#{name} needs a command to run (e.g. hakari #{name} ruby app.rb)" if rest.empty?
+        o.argv = rest
+        # record always writes a file, unless -p alone asked for the report on stdout instead
+        o.output ||= DEFAULT_OUTPUT if name == "record" && !o.print
+        o.output &&= check_output(o.output)
+        o
+      rescue OptionParser::InvalidOption => e
+        raise UsageError, "unknown option #{e.args.first.inspect} for #{name} (see hakari help)"
+      rescue OptionParser::AmbiguousOption => e
+        raise UsageError, "ambiguous option #{e.args.first.inspect} for #{name} (see hakari help)"
+      rescue OptionParser::MissingArgument => e
+        raise UsageError, "option #{e.args.first} needs a value"
+      rescue OptionParser::NeedlessArgument => e
+        raise UsageError, "option #{e.args.first.sub(/=.*/m, "")} takes no value"
+      rescue OptionParser::ParseError => e
+        raise UsageError, e.message
+      end
+
+      def parser(name, o)
+        op = OptionParser.new
+        # Drop OptionParser's built-in --help/--version, which would print its own text
+        # and exit from inside the parser.
+        op.base.long.clear
+        op.base.short.clear
+        op.on("-m", "--mode MODE") { |v| o.mode = parse_mode(v) }
+        op.on("-f", "--frequency HZ") { |v| o.frequency = parse_frequency(v) }
+        op.on("-o", "--output PATH") { |v| o.output = v }
+        op.on("--format FORMAT") { |v| o.format = parse_format(v) }
+        op.on("-v", "--verbose") { o.verbose = true }
+        op.on("-p", "--print") { o.print = true } if name == "record"
+        op.on("--report") { o.report = true } if name != "record" # exec implies it; accepted anyway
+        op.on("-h", "--help") { raise HelpRequested, name }
+        op
+      end
+
+      def parse_mode(value)
+        m = value.to_sym
+        return m if Hakari::MODES.include?(m)
+        raise UsageError, "unknown mode #{value.inspect} (expected #{either(Hakari::MODES)})"
+      end
+
+      # The engine's range, checked here too so a bad value fails before the command runs.
+      def parse_frequency(value)
+        lo, hi = Hakari::Native::MIN_FREQUENCY, Hakari::Native::MAX_FREQUENCY
+        hz = Integer(value, 10, exception: false)
+        return hz if hz && hz.between?(lo, hi)
+        raise UsageError, "invalid frequency #{value.inspect} (expected an integer from #{lo} to #{hi} Hz)"
+      end
+
+      def parse_format(value)
+        f = value.to_sym
+        return f if Hakari::FORMATS.include?(f)
+        raise UsageError, "unknown format #{value.inspect} (expected #{either(Hakari::FORMATS)})"
+      end
+
+      # Checked before the command runs: finding out after a long run that the profile
+      # cannot be written would waste the run. Returns the absolute path, because the
+      # profiled program may chdir.
+      def check_output(path)
+        abs = File.expand_path(path)
+        dir = File.dirname(abs)
+        problem =
+          if path.empty? then "the path is empty"
+          elsif File.directory?(abs) then "it is a directory"
+          elsif !File.directory?(dir) then "directory #{dir} does not exist"
+          elsif !File.writable?(dir) then "directory #{dir} is not writable"
+          elsif File.exist?(abs) && !File.writable?(abs) then "the file is not writable"
+          end
+        raise UsageError, "cannot write profile to #{path.inspect}: #{problem}" if problem
+        abs
+      end
+
+      def either(list)
+        names = list.map(&:to_s)
+        names.size == 1 ? names.first : "#{names[0..-2].join(", ")} or #{names.last}"
+      end
+    end
+
+    # `hakari record -h`: not an error, but parsing stops there all the same.
+    class HelpRequested < StandardError; end
+  end
+end

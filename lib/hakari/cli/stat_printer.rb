@@ -1,0 +1,91 @@
+# frozen_string_literal: true
+
+require "shellwords"
+
+module Hakari
+  class CLI
+    # Formats `hakari stat`: OS figures for the whole command tree (from getrusage of the
+    # children, taken after the command exits), then what the profiled Ruby process
+    # reported about itself. Each line is "value unit  what", so it reads like time(1)
+    # and greps easily.
+    class StatPrinter
+      def initialize(options, outcome)
+        @o = options
+        @out = outcome
+        @r = outcome.rusage
+        @p = outcome.result || {}
+      end
+
+      def lines
+        ruby = ruby_lines + verbose_lines
+        [header, "", *command_lines, "", *ruby, *("" unless ruby.empty?)]
+      end
+
+      private
+
+      def header
+        " Performance stats for '#{Shellwords.join(@o.argv)}' (#{@o.mode} mode, #{@o.frequency} Hz):"
+      end
+
+      def command_lines
+        user, sys, real = @r[:utime_ns], @r[:stime_ns], @out.real_ns
+        [
+          row(ms(user), "ms", "user"),
+          row(ms(sys), "ms", "sys"),
+          row(ms(real), "ms", "real"),
+          row(pct(user + sys, real), "%", "CPU share ((user + sys) / real)"),
+          row(format("%.1f", @r[:maxrss_kb] / 1024.0), "MB", "peak RSS (largest process)"),
+          row(int(@r[:nvcsw] + @r[:nivcsw]), "",
+              "context switches (#{int(@r[:nvcsw])} voluntary, #{int(@r[:nivcsw])} involuntary)"),
+          row(int(@r[:inblock] + @r[:oublock]), "",
+              "disk I/O blocks (#{int(@r[:inblock])} in, #{int(@r[:oublock])} out)"),
+        ]
+      end
+
+      # GC and allocation counts only exist inside the Ruby process that profiled.
+      def ruby_lines
+        return [] unless @p["status"] == "ok"
+        n = ->(key) { @p.fetch(key, "0").to_i }
+        [
+          " Ruby process #{@p["pid"]}:",
+          row(format("%.1f", n["gc_time_ms"]), "ms",
+              "GC time (#{int(n["gc_count"])} GCs: #{int(n["gc_minor"])} minor, #{int(n["gc_major"])} major)"),
+          row(int(n["allocated_objects"]), "", "allocated objects"),
+          row(int(n["freed_objects"]), "", "freed objects"),
+          row(int(n["sample_count"]), "",
+              "samples / #{int(n["trigger_count"])} triggers (#{int(n["dropped_count"])} dropped)"),
+          row(pct(n["sampling_time_ns"], n["duration_ns"]), "%",
+              "profiler overhead (#{ms(n["sampling_time_ns"])} ms sampling in #{ms(n["duration_ns"])} ms)"),
+        ]
+      end
+
+      def verbose_lines
+        return [] unless @o.verbose && @p["status"] == "ok"
+        n = ->(key) { @p.fetch(key, "0").to_i }
+        calls = n["sampling_count"]
+        avg_us = calls.zero? ? 0.0 : n["sampling_time_ns"] / 1000.0 / calls
+        [
+          row(int(calls), "", format("sampling callbacks (%.1f us each on average)", avg_us)),
+          row(int(n["thread_count"]), "", "threads sampled"),
+          row(int(n["unique_stacks"]), "", "unique stacks (#{int(n["unique_frames"])} unique frames)"),
+        ]
+      end
+
+      def row(value, unit, what)
+        format("%14s %-3s %s", value, unit, what)
+      end
+
+      def ms(ns)
+        format("%.1f", ns / 1e6)
+      end
+
+      def pct(part, whole)
+        format("%.1f", whole.zero? ? 0.0 : 100.0 * part / whole)
+      end
+
+      def int(n)
+        n.to_i.to_s.reverse.scan(/\d{1,3}/).join(",").reverse.then { |s| n.to_i.negative? ? "-#{s}" : s }
+      end
+    end
+  end
+end
