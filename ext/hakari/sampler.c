@@ -246,7 +246,7 @@ static void take_sample(void)
 static void sample_job(void *arg)
 {
     (void)arg;
-    if (!S.running) return;
+    if (!S.running || S.building) return;
     int64_t t0 = hk_clock_ns(CLOCK_MONOTONIC);
     take_sample();
     S.sampling_count++;
@@ -415,7 +415,11 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
 {
     if (!S.running) return NULL;
     fill_stats(stats);
+    /* building resolves names through the VM; should that ever reach a safepoint,
+     * a sample must not grow the tables being read */
+    S.building = 1;
     hk_profile *p = hk_sampler_build_profile(&S, stats);
+    S.building = 0;
     if (p && clear) {
         hk_intern_clear(&S.agg);
         S.last_agg = -1;

@@ -84,6 +84,7 @@ typedef struct hk_sampler {
     int64_t last_agg;
     /* owned by the GVL */
     int running;
+    int building;       /* a snapshot is reading the tables */
     hk_u64_map frame_ids;
     VALUE *frame_values; size_t nframes, frames_cap;
     hk_u64_map loc_ids;
