@@ -5,7 +5,8 @@ require "hakari/hakari"
 
 # hakari — a Ruby profiler with a C engine. See the README for the returned data's shape.
 module Hakari
-  MODES = %i[cpu wall].freeze
+  MODES = %i[cpu wall trace].freeze
+  MEASURES = %i[wall cpu allocations].freeze
   FORMATS = %i[pprof collapsed text].freeze
   DEFAULT_FREQUENCY = 1000
   DEFAULT_MAX_DEPTH = 1024
@@ -28,13 +29,19 @@ module Hakari
 
   class << self
     # Starts profiling. With a block: profiles it, writes output: if given, returns the Profile.
+    # mode: :cpu / :wall sample; mode: :trace records every call (measure:, exclude:, threads:, …).
     def start(mode: :cpu, frequency: DEFAULT_FREQUENCY, output: nil, format: nil, aggregate: true,
-              verbose: false, max_depth: DEFAULT_MAX_DEPTH, &block)
+              verbose: false, max_depth: DEFAULT_MAX_DEPTH, **trace_options, &block)
       fmt = output ? resolve_format(output, format) : check_format(format)
       check_output(output) if output
       raise "hakari is already running (call Hakari.stop first)" if running?
 
-      Native.start(mode, frequency, aggregate, max_depth)
+      if mode == :trace
+        start_trace(**trace_options)
+      else
+        reject_trace_options(mode, trace_options)
+        Native.start(mode, frequency, aggregate, max_depth)
+      end
       @session = { output: output, format: fmt, verbose: verbose }
       return true unless block
 
@@ -59,6 +66,12 @@ module Hakari
     end
 
     def running? = Native.running?
+
+    # Tracing only: calls made while paused are not counted and the paused span is in no total.
+    # true when it paused (resumed); false when not tracing or already paused (running).
+    def pause = Native.pause
+    def resume = Native.resume
+    def paused? = Native.paused?
 
     # The profile so far without stopping; clear: true starts the counts over. nil when not running.
     def snapshot(clear: false) = Native.snapshot(clear)
@@ -91,6 +104,23 @@ module Hakari
     end
 
     private
+
+    TRACE_OPTIONS = %i[measure exclude threads exclude_threads merge_fibers merge_threads].freeze
+
+    def start_trace(measure: :wall, exclude: nil, threads: nil, exclude_threads: nil, merge_fibers: false,
+                    merge_threads: false, **unknown)
+      raise ArgumentError, "unknown keyword#{'s' if unknown.size > 1}: #{unknown.keys.map(&:inspect).join(', ')}" if unknown.any?
+
+      Native.trace_start(measure, exclude, threads, exclude_threads, merge_fibers, merge_threads)
+    end
+
+    def reject_trace_options(mode, options)
+      return if options.empty?
+
+      known, unknown = options.keys.partition { |k| TRACE_OPTIONS.include?(k) }
+      raise ArgumentError, "unknown keyword#{'s' if unknown.size > 1}: #{unknown.map(&:inspect).join(', ')}" if unknown.any?
+      raise ArgumentError, "#{known.map { |k| "#{k}:" }.join(', ')} only apply to mode: :trace (mode is #{mode.inspect})"
+    end
 
     def resolve_format(path, format)
       format.nil? ? format_for(path) : check_format(format)

@@ -17,6 +17,7 @@ have_func("timer_create", "time.h")
 have_const("SIGEV_THREAD_ID", "signal.h")
 have_func("gettid", "unistd.h")
 have_func("pthread_getcpuclockid", "pthread.h")
+have_func("rb_class_attached_object", "ruby.h")
 
 $CFLAGS << " -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter"
 $CFLAGS << " -Werror" if ENV["HAKARI_WERROR"] == "1"

@@ -14,15 +14,18 @@
 #include "profile.h"
 #include "sampler.h"
 #include "text_report.h"
+#include "tracer.h"
 
 static VALUE mHakari, mNative, cProfile;
-static ID id_cpu, id_wall, id_pprof, id_collapsed, id_text;
+static ID id_cpu, id_wall, id_allocations, id_trace, id_pprof, id_collapsed, id_text;
 
 /* ---- Hakari::Profile ----------------------------------------------------- */
 
 typedef struct profile_obj {
     hk_profile *p;
+    int traced;          /* which of the two stats below applies */
     hk_sampler_stats st;
+    hk_tracer_stats ts;
 } profile_obj;
 
 static void profile_free(void *ptr)
@@ -41,12 +44,13 @@ static size_t profile_memsize(const void *ptr)
 static const rb_data_type_t profile_type = {
     "Hakari::Profile", {NULL, profile_free, profile_memsize, NULL, {0}}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
 
-static VALUE profile_wrap(hk_profile *p, const hk_sampler_stats *st)
+static VALUE profile_wrap(hk_profile *p, const hk_sampler_stats *st, const hk_tracer_stats *ts)
 {
     profile_obj *o;
     VALUE obj = TypedData_Make_Struct(cProfile, profile_obj, &profile_type, o);
     o->p = p;
-    o->st = *st;
+    if (st) o->st = *st;
+    if (ts) { o->ts = *ts; o->traced = 1; }
     return obj;
 }
 
@@ -116,6 +120,7 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
     for (size_t i = 0; i <= p->nlocations; i++) rb_ary_push(cache_holder, Qnil);
     VALUE *cache = RARRAY_PTR(cache_holder); /* the array keeps every cached frame alive */
     int ci = hk_profile_find_value(p, "samples");
+    if (ci < 0) ci = hk_profile_find_value(p, "calls");
     size_t wi = hk_profile_default_value(p);
     VALUE out = rb_ary_new_capa((long)p->nsamples);
     for (size_t i = 0; i < p->nsamples; i++) {
@@ -138,13 +143,35 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
 static VALUE profile_samples(VALUE self)
 {
     profile_obj *o = profile_get(self);
-    return samples_ary(o->p, o->st.aggregate);
+    return samples_ary(o->p, o->traced || o->st.aggregate);
+}
+
+static const char *measure_name(hk_measure m)
+{
+    return m == HK_MEASURE_CPU ? "cpu" : m == HK_MEASURE_ALLOCATIONS ? "allocations" : "wall";
+}
+
+static VALUE trace_counters(const hk_tracer_stats *ts)
+{
+    VALUE h = rb_hash_new();
+    SET(h, "mode", ID2SYM(id_trace));
+    SET(h, "measure", ID2SYM(rb_intern(measure_name(ts->measure))));
+    SET(h, "start_time_ns", LL2NUM(ts->start_time_ns));
+    SET(h, "duration_ns", LL2NUM(ts->duration_ns));
+    SET(h, "event_count", ULL2NUM(ts->event_count));
+    SET(h, "call_count", ULL2NUM(ts->call_count));
+    SET(h, "node_count", ULL2NUM(ts->node_count));
+    SET(h, "method_count", ULL2NUM(ts->method_count));
+    SET(h, "thread_count", ULL2NUM(ts->context_count));
+    SET(h, "unmatched_returns", ULL2NUM(ts->unmatched_returns));
+    return h;
 }
 
 /* Profile#counters -> Hash of the run's metadata and counters, without samples */
 static VALUE profile_counters(VALUE self)
 {
     profile_obj *o = profile_get(self);
+    if (o->traced) return trace_counters(&o->ts);
     const hk_sampler_stats *st = &o->st;
     VALUE h = rb_hash_new();
     SET(h, "mode", ID2SYM(st->mode == HK_MODE_CPU ? id_cpu : id_wall));
@@ -182,7 +209,7 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
     long x;
     if (SYMBOL_P(mode) && SYM2ID(mode) == id_cpu) cfg.mode = HK_MODE_CPU;
     else if (SYMBOL_P(mode) && SYM2ID(mode) == id_wall) cfg.mode = HK_MODE_WALL;
-    else rb_raise(rb_eArgError, "unknown mode %+" PRIsVALUE " (expected :cpu or :wall)", mode);
+    else rb_raise(rb_eArgError, "unknown mode %+" PRIsVALUE " (expected :cpu, :wall or :trace)", mode);
     if (!int_in(frequency, HK_MIN_FREQUENCY, HK_MAX_FREQUENCY, &x))
         rb_raise(rb_eArgError, "invalid frequency %+" PRIsVALUE " (expected an Integer from %d to %d Hz)", frequency,
                  HK_MIN_FREQUENCY, HK_MAX_FREQUENCY);
@@ -193,6 +220,7 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
     cfg.max_depth = (int)x;
     cfg.aggregate = RTEST(aggregate);
     char err[256];
+    if (hk_tracer_running()) rb_raise(rb_eRuntimeError, "hakari: hakari is already running");
     if (hk_sampler_start(&cfg, err, sizeof(err)) < 0) rb_raise(rb_eRuntimeError, "hakari: %s", err);
     return Qtrue;
 }
@@ -200,11 +228,67 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
 static VALUE native_stop(VALUE mod)
 {
     hk_sampler_stats st;
+    hk_tracer_stats ts;
+    hk_profile *p;
+    if (hk_tracer_running()) {
+        p = hk_tracer_stop(&ts);
+        if (!p) rb_raise(rb_eNoMemError, "hakari: out of memory while building the profile");
+        return profile_wrap(p, NULL, &ts);
+    }
     if (!hk_sampler_running()) return Qnil;
-    hk_profile *p = hk_sampler_stop(&st);
+    p = hk_sampler_stop(&st);
     if (!p) rb_raise(rb_eNoMemError, "hakari: out of memory while building the profile");
-    return profile_wrap(p, &st);
+    return profile_wrap(p, &st, NULL);
 }
+
+/* optional Array of String/Regexp (a single one is accepted too); raises naming the bad element */
+static VALUE check_patterns(VALUE v)
+{
+    if (NIL_P(v)) return Qnil;
+    if (!RB_TYPE_P(v, T_ARRAY)) v = rb_ary_new_from_args(1, v);
+    for (long i = 0; i < RARRAY_LEN(v); i++) {
+        VALUE e = RARRAY_AREF(v, i);
+        if (!RB_TYPE_P(e, T_STRING) && !RB_TYPE_P(e, T_REGEXP))
+            rb_raise(rb_eArgError, "invalid exclude: %+" PRIsVALUE " (expected a String or a Regexp, or an Array of them)", e);
+    }
+    return rb_obj_freeze(rb_ary_dup(v));
+}
+
+static VALUE check_threads(const char *what, VALUE v)
+{
+    if (NIL_P(v)) return Qnil;
+    if (!RB_TYPE_P(v, T_ARRAY)) v = rb_ary_new_from_args(1, v);
+    for (long i = 0; i < RARRAY_LEN(v); i++)
+        if (!rb_obj_is_kind_of(RARRAY_AREF(v, i), rb_cThread))
+            rb_raise(rb_eArgError, "invalid %s: %+" PRIsVALUE " (expected a Thread or an Array of Threads)", what,
+                     RARRAY_AREF(v, i));
+    return rb_obj_freeze(rb_ary_dup(v));
+}
+
+/* Native.trace_start(measure, exclude, threads, exclude_threads, merge_fibers, merge_threads) -> true */
+static VALUE native_trace_start(VALUE mod, VALUE measure, VALUE exclude, VALUE threads, VALUE exclude_threads,
+                                VALUE merge_fibers, VALUE merge_threads)
+{
+    hk_tracer_config cfg;
+    ID m = SYMBOL_P(measure) ? SYM2ID(measure) : 0;
+    if (m == id_wall) cfg.measure = HK_MEASURE_WALL;
+    else if (m == id_cpu) cfg.measure = HK_MEASURE_CPU;
+    else if (m == id_allocations) cfg.measure = HK_MEASURE_ALLOCATIONS;
+    else rb_raise(rb_eArgError, "unknown measure %+" PRIsVALUE " (expected :wall, :cpu or :allocations)", measure);
+    cfg.exclude = check_patterns(exclude);
+    cfg.threads = check_threads("threads", threads);
+    cfg.exclude_threads = check_threads("exclude_threads", exclude_threads);
+    cfg.merge_fibers = RTEST(merge_fibers);
+    cfg.merge_threads = RTEST(merge_threads);
+    if (hk_sampler_running()) rb_raise(rb_eRuntimeError, "hakari: hakari is already running");
+    char err[256];
+    if (hk_tracer_start(&cfg, err, sizeof(err)) < 0) rb_raise(rb_eRuntimeError, "hakari: %s", err);
+    return Qtrue;
+}
+
+static VALUE native_pause(VALUE mod) { return hk_tracer_pause() == 0 ? Qtrue : Qfalse; }
+static VALUE native_resume(VALUE mod) { return hk_tracer_resume() == 0 ? Qtrue : Qfalse; }
+static VALUE native_paused_p(VALUE mod) { return hk_tracer_paused() ? Qtrue : Qfalse; }
 
 static VALUE native_snapshot(VALUE mod, VALUE clear)
 {
@@ -212,10 +296,10 @@ static VALUE native_snapshot(VALUE mod, VALUE clear)
     if (!hk_sampler_running()) return Qnil;
     hk_profile *p = hk_sampler_snapshot(RTEST(clear), &st);
     if (!p) rb_raise(rb_eNoMemError, "hakari: out of memory while building the profile");
-    return profile_wrap(p, &st);
+    return profile_wrap(p, &st, NULL);
 }
 
-static VALUE native_running_p(VALUE mod) { return hk_sampler_running() ? Qtrue : Qfalse; }
+static VALUE native_running_p(VALUE mod) { return hk_sampler_running() || hk_tracer_running() ? Qtrue : Qfalse; }
 
 static VALUE tv_ns(struct timeval tv) { return LL2NUM((long long)tv.tv_sec * 1000000000LL + tv.tv_usec * 1000LL); }
 
@@ -237,8 +321,12 @@ static VALUE native_children_rusage(VALUE mod)
 
 /* ---- GC root for the sampler's frame and thread VALUEs -------------------- */
 
-static void root_mark(void *ptr) { hk_sampler_mark(); }
-static size_t root_memsize(const void *ptr) { return hk_sampler_memsize(); }
+static void root_mark(void *ptr)
+{
+    hk_sampler_mark();
+    hk_tracer_mark();
+}
+static size_t root_memsize(const void *ptr) { return hk_sampler_memsize() + hk_tracer_memsize(); }
 static const rb_data_type_t root_type = {
     "Hakari::SamplerRoot", {root_mark, NULL, root_memsize, NULL, {0}}, NULL, NULL, 0};
 
@@ -246,6 +334,8 @@ void Init_hakari(void)
 {
     id_cpu = rb_intern("cpu");
     id_wall = rb_intern("wall");
+    id_allocations = rb_intern("allocations");
+    id_trace = rb_intern("trace");
     id_pprof = rb_intern("pprof");
     id_collapsed = rb_intern("collapsed");
     id_text = rb_intern("text");
@@ -256,6 +346,10 @@ void Init_hakari(void)
     rb_define_module_function(mNative, "stop", native_stop, 0);
     rb_define_module_function(mNative, "snapshot", native_snapshot, 1);
     rb_define_module_function(mNative, "running?", native_running_p, 0);
+    rb_define_module_function(mNative, "trace_start", native_trace_start, 6);
+    rb_define_module_function(mNative, "pause", native_pause, 0);
+    rb_define_module_function(mNative, "resume", native_resume, 0);
+    rb_define_module_function(mNative, "paused?", native_paused_p, 0);
     rb_define_module_function(mNative, "children_rusage", native_children_rusage, 0);
     rb_define_const(mNative, "MIN_FREQUENCY", INT2NUM(HK_MIN_FREQUENCY));
     rb_define_const(mNative, "MAX_FREQUENCY", INT2NUM(HK_MAX_FREQUENCY));
@@ -270,4 +364,5 @@ void Init_hakari(void)
     VALUE root = TypedData_Wrap_Struct(rb_cObject, &root_type, &hk_the_sampler);
     rb_gc_register_mark_object(root);
     hk_sampler_init();
+    hk_tracer_init();
 }

@@ -75,8 +75,11 @@ int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
     put_value(out, p, vi, total);
     hk_buf_printf(out, " (%s)\n", type);
     int si = hk_profile_find_value(p, "samples");
-    int64_t nsamples = si >= 0 ? hk_profile_total(p, (size_t)si) : (int64_t)p->nsamples;
-    hk_buf_printf(out, "Samples: %" PRId64, nsamples);
+    int ci = hk_profile_find_value(p, "calls");
+    if (ci >= 0 && si < 0)
+        hk_buf_printf(out, "Calls: %" PRId64 ", Call paths: %zu", hk_profile_total(p, (size_t)ci), p->nsamples);
+    else
+        hk_buf_printf(out, "Samples: %" PRId64, si >= 0 ? hk_profile_total(p, (size_t)si) : (int64_t)p->nsamples);
     if (p->period > 0 && strcmp(hk_profile_str(p, p->period_type.unit), "nanoseconds") == 0)
         hk_buf_printf(out, ", Frequency: %.0f Hz", 1e9 / (double)p->period);
     hk_buf_putc(out, '\n');

@@ -75,3 +75,26 @@ size_t hk_u64_map_memsize(const hk_u64_map *m)
 {
     return m->cap * (sizeof(*m->keys) + sizeof(*m->vals));
 }
+
+int hk_u64_map_del(hk_u64_map *m, uint64_t key)
+{
+    if (m->cap == 0) return 0;
+    size_t mask = m->cap - 1, i = slot_of(m->keys, m->cap, key);
+    if (m->keys[i] == 0) return 0;
+    /* shift later members of the chain back into the hole, unless their home
+     * slot lies cyclically after the hole (they would become unreachable) */
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (m->keys[j] == 0) break;
+        size_t home = (size_t)hk_mix64(m->keys[j]) & mask;
+        int between = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (between) continue;
+        m->keys[i] = m->keys[j];
+        m->vals[i] = m->vals[j];
+        i = j;
+    }
+    m->keys[i] = 0;
+    m->count--;
+    return 1;
+}

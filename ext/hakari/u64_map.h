@@ -28,6 +28,8 @@ int hk_u64_map_reserve(hk_u64_map *m, size_t n);
 int hk_u64_map_get(const hk_u64_map *m, uint64_t key, uint32_t *out);
 /* insert or overwrite; 0, or -1 when out of memory (map unchanged) */
 int hk_u64_map_put(hk_u64_map *m, uint64_t key, uint32_t val);
+/* removes key if present (backward-shift deletion keeps probe chains intact); 1 if removed */
+int hk_u64_map_del(hk_u64_map *m, uint64_t key);
 size_t hk_u64_map_memsize(const hk_u64_map *m);
 
 static inline uint64_t hk_mix64(uint64_t x)

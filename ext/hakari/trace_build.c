@@ -1,0 +1,172 @@
+/* trace_build.c — the tracer's call tree as a profile model, at stop.
+ *
+ * Each call-tree node becomes one sample: its locations are the path from the
+ * node up to its root (leaf first), its values [calls, self, wait] in the
+ * measure's unit, and its `thread` label the root's sequence number. Methods
+ * are named once here ("Klass#meth", "Mod.meth"), with the file and first line
+ * of their definition (Ruby methods) or "<cfunc>".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracer_internal.h"
+
+static VALUE attached_object(VALUE singleton)
+{
+#ifdef HAVE_RB_CLASS_ATTACHED_OBJECT
+    return rb_class_attached_object(singleton);
+#else
+    return rb_attr_get(singleton, rb_intern("__attached__"));
+#endif
+}
+
+VALUE hk_trace_method_label(VALUE klass, ID mid)
+{
+    VALUE name = mid ? rb_id2str(mid) : Qnil;
+    if (NIL_P(name)) name = rb_str_new_cstr("?");
+    if (!klass || NIL_P(klass)) return rb_sprintf("?#%" PRIsVALUE, name);
+    if (RB_TYPE_P(klass, T_ICLASS)) klass = RBASIC(klass)->klass;
+    if (FL_TEST(klass, FL_SINGLETON)) {
+        VALUE obj = attached_object(klass);
+        if (RB_TYPE_P(obj, T_CLASS) || RB_TYPE_P(obj, T_MODULE))
+            return rb_sprintf("%" PRIsVALUE ".%" PRIsVALUE, rb_class_name(obj), name);
+        return rb_sprintf("#<Class:%" PRIsVALUE " instance>#%" PRIsVALUE, rb_class_name(rb_obj_class(obj)), name);
+    }
+    return rb_sprintf("%" PRIsVALUE "#%" PRIsVALUE, rb_class_name(klass), name);
+}
+
+static VALUE source_location_body(VALUE args)
+{
+    VALUE um = rb_funcall(RARRAY_AREF(args, 0), rb_intern("instance_method"), 1, RARRAY_AREF(args, 1));
+    return rb_funcall(um, rb_intern("source_location"), 0);
+}
+
+/* file and line where the method is defined; "<cfunc>", 0 for C methods or when unknown */
+static void source_location(VALUE klass, ID mid, VALUE *file, long *line)
+{
+    *file = Qnil;
+    *line = 0;
+    if (!klass || NIL_P(klass) || !mid) return;
+    if (RB_TYPE_P(klass, T_ICLASS)) klass = RBASIC(klass)->klass;
+    int state = 0;
+    VALUE loc = rb_protect(source_location_body, rb_ary_new_from_args(2, klass, ID2SYM(mid)), &state);
+    if (state) { rb_set_errinfo(Qnil); return; }
+    if (RB_TYPE_P(loc, T_ARRAY) && RARRAY_LEN(loc) == 2 && RB_TYPE_P(RARRAY_AREF(loc, 0), T_STRING)) {
+        *file = RARRAY_AREF(loc, 0);
+        *line = FIXNUM_P(RARRAY_AREF(loc, 1)) ? FIX2LONG(RARRAY_AREF(loc, 1)) : 0;
+    }
+}
+
+static uint32_t rstr(hk_profile *p, VALUE s, const char *fallback)
+{
+    if (!RB_TYPE_P(s, T_STRING)) return hk_profile_string(p, fallback);
+    return hk_profile_string_n(p, RSTRING_PTR(s), (size_t)RSTRING_LEN(s));
+}
+
+static const char *measure_name(hk_measure m)
+{
+    return m == HK_MEASURE_CPU ? "cpu" : m == HK_MEASURE_ALLOCATIONS ? "allocations" : "wall";
+}
+
+static void add_comments(hk_profile *p, const hk_tracer_stats *st)
+{
+    char line[512];
+    hk_profile_add_comment(p, "hakari 0.1.0");
+    snprintf(line, sizeof(line), "mode=trace measure=%s", measure_name(st->measure));
+    hk_profile_add_comment(p, line);
+    VALUE desc = rb_const_get(rb_cObject, rb_intern("RUBY_DESCRIPTION"));
+    snprintf(line, sizeof(line), "ruby=%s", StringValueCStr(desc));
+    hk_profile_add_comment(p, line);
+    snprintf(line, sizeof(line), "events=%llu calls=%llu nodes=%llu methods=%llu contexts=%llu unmatched_returns=%llu",
+             (unsigned long long)st->event_count, (unsigned long long)st->call_count,
+             (unsigned long long)st->node_count, (unsigned long long)st->method_count,
+             (unsigned long long)st->context_count, (unsigned long long)st->unmatched_returns);
+    hk_profile_add_comment(p, line);
+}
+
+static uint32_t *resolve_methods(const hk_tracer *t, hk_profile *p)
+{
+    uint32_t *func_of = calloc(t->nmethods + 1, sizeof(*func_of));
+    if (!func_of) return NULL;
+    for (size_t i = 1; i < t->nmethods; i++) {
+        VALUE file;
+        long line;
+        source_location(t->methods[i].klass, t->methods[i].mid, &file, &line);
+        uint32_t name = rstr(p, hk_trace_method_label(t->methods[i].klass, t->methods[i].mid), "?");
+        func_of[i] = hk_profile_function(p, name, 0, rstr(p, file, "<cfunc>"), line);
+    }
+    return func_of;
+}
+
+hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *st)
+{
+    hk_profile *p = hk_profile_new();
+    uint32_t *func_of = NULL, *loc_of = NULL, *path = NULL;
+    size_t path_cap = 0;
+    if (!p) return NULL;
+    const char *measure = measure_name(st->measure);
+    const char *unit = st->measure == HK_MEASURE_ALLOCATIONS ? "count" : "nanoseconds";
+    hk_profile_add_sample_type(p, "calls", "count");
+    hk_profile_add_sample_type(p, measure, unit);
+    hk_profile_add_sample_type(p, "wait", unit);
+    p->default_sample_type = hk_profile_string(p, measure);
+    p->period_type = (hk_value_type){hk_profile_string(p, measure), hk_profile_string(p, unit)};
+    p->period = 0; /* not sampled: every call is in the profile */
+    p->time_nanos = st->start_time_ns;
+    p->duration_nanos = st->duration_ns;
+    add_comments(p, st);
+
+    func_of = resolve_methods(t, p);
+    loc_of = calloc(t->nmethods + 1, sizeof(*loc_of));
+    if (!func_of || !loc_of) goto fail;
+    for (size_t i = 1; i < t->nmethods; i++)
+        loc_of[i] = hk_profile_location(p, func_of[i], hk_profile_func(p, func_of[i])->start_line);
+
+    hk_label label = {.key = hk_profile_string(p, "thread")};
+    for (size_t i = 0; i < t->nnodes; i++) {
+        const hk_tnode *n = &t->nodes[i];
+        if (n->method == 0 || n->calls == 0) continue; /* roots; nodes of never-counted calls */
+        size_t depth = 0;
+        for (uint32_t j = (uint32_t)i; j != UINT32_MAX && t->nodes[j].method != 0; j = t->nodes[j].parent) {
+            if (depth == path_cap) {
+                size_t cap = path_cap ? path_cap * 2 : 256;
+                uint32_t *np = realloc(path, cap * sizeof(*np));
+                if (!np) goto fail;
+                path = np;
+                path_cap = cap;
+            }
+            path[depth++] = loc_of[t->nodes[j].method];
+        }
+        int64_t self = n->total - n->child - n->wait;
+        int64_t values[3] = {(int64_t)n->calls, (int64_t)((double)(self < 0 ? 0 : self) * st->scale),
+                             (int64_t)((double)n->wait * st->scale)};
+        label.num = n->context_seq;
+        hk_profile_add_sample(p, path, (uint32_t)depth, values, &label, 1);
+    }
+    if (!hk_profile_ok(p)) goto fail;
+    free(func_of);
+    free(loc_of);
+    free(path);
+    return p;
+fail:
+    free(func_of);
+    free(loc_of);
+    free(path);
+    hk_profile_free(p);
+    return NULL;
+}
+
+int hk_tsc_usable(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    char name[64] = {0};
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (!f) return 0;
+    int ok = fgets(name, sizeof(name), f) && strncmp(name, "tsc", 3) == 0;
+    fclose(f);
+    return ok;
+#else
+    return 0;
+#endif
+}

@@ -1,0 +1,490 @@
+/* tracer.c — call/return hook -> call tree (see tracer.h).
+ *
+ * One event hook on call, return, c_call and c_return (rb_add_event_hook: for
+ * C methods the VM hands it the method id and class it already has; for Ruby
+ * methods they are read from the current frame). Per event:
+ * find the current context (one pointer compare unless the fiber changed),
+ * read the measure, find the method (a cache hit), then push or pop a frame.
+ * A frame's total is measured at its return; self = total - callees - wait is
+ * derived when the profile is built. Totals per method are derived there too,
+ * from paths, counting a subtree once at the method's outermost occurrence.
+ * Contexts switched out (another thread or fiber ran) accrue wait time on the
+ * frame they left on top.
+ */
+#include "tracer.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ruby/debug.h>
+
+#include "tracer_internal.h"
+
+hk_tracer hk_the_tracer;
+#define T hk_the_tracer
+
+static VALUE sym_total_allocated_objects;
+
+/* The context current on this native thread, valid while gen matches the
+ * session's: a thread's events then find their context with one TLS read
+ * instead of asking the VM for the current fiber. Fiber switches, which keep
+ * the native thread, update it from the FIBER_SWITCH event. (Ruby threads are
+ * native threads here; a VM running M:N threads must not use this path.) */
+static __thread struct { uint64_t gen; hk_tcontext *ctx; } tls __attribute__((tls_model("initial-exec")));
+static uint64_t session_gen;
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *p = realloc(*arr, c * elem);
+    if (!p) return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+/* ---- measure ------------------------------------------------------------- */
+
+static inline int64_t read_measure(const hk_tcontext *c)
+{
+    if (T.use_tsc) return (int64_t)hk_tsc();
+    switch (T.cfg.measure) {
+    case HK_MEASURE_CPU: return hk_trace_clock_ns(c->cpu_clock);
+    case HK_MEASURE_ALLOCATIONS: return (int64_t)rb_gc_stat(sym_total_allocated_objects);
+    default: return hk_trace_clock_ns(CLOCK_MONOTONIC);
+    }
+}
+
+/* time stands still for a context while tracing is paused */
+static inline int64_t measure_now(const hk_tcontext *c) { return T.paused ? c->paused_at : read_measure(c); }
+
+/* ---- methods --------------------------------------------------------------- */
+
+static int method_excluded(VALUE klass, ID mid)
+{
+    if (klass == T.own_singleton || klass == T.native_singleton) return 1; /* hakari's own API */
+    if (NIL_P(T.cfg.exclude) || RARRAY_LEN(T.cfg.exclude) == 0) return 0;
+    VALUE label = hk_trace_method_label(klass, mid);
+    for (long i = 0; i < RARRAY_LEN(T.cfg.exclude); i++) {
+        VALUE pat = RARRAY_AREF(T.cfg.exclude, i);
+        if (RB_TYPE_P(pat, T_STRING) ? rb_str_equal(pat, label) == Qtrue
+                                     : rb_reg_match(pat, label) != Qnil)
+            return 1;
+    }
+    return 0;
+}
+
+/* method index for (klass, mid); 0 when out of memory (counted as the root, harmlessly) */
+static uint32_t method_index(VALUE klass, ID mid)
+{
+    size_t slot = (size_t)(((uint64_t)klass >> 3) ^ (uint64_t)mid ^ ((uint64_t)mid >> 10)) & (HK_METHOD_CACHE - 1);
+    hk_method_cache_entry *e = &T.method_cache[slot];
+    if (e->klass == klass && e->mid == mid && e->index) return e->index;
+    uint32_t key[4] = {(uint32_t)klass, (uint32_t)((uint64_t)klass >> 32), (uint32_t)mid,
+                       (uint32_t)((uint64_t)mid >> 32)};
+    int64_t found = hk_intern_find(&T.method_index, key, 4);
+    uint32_t index;
+    if (found >= 0) {
+        index = (uint32_t)found;
+    } else {
+        /* decide exclusion before inserting: it may allocate, and a GC must see consistent tables */
+        int excluded = method_excluded(klass, mid);
+        if (grow((void **)&T.methods, &T.methods_cap, T.nmethods + 1, sizeof(*T.methods)) < 0) return 0;
+        int64_t id = hk_intern_seq(&T.method_index, key, 4);
+        if (id < 0) return 0;
+        index = (uint32_t)id;
+        T.methods[index] = (hk_tmethod){klass, mid, excluded};
+        T.nmethods = index + 1;
+    }
+    *e = (hk_method_cache_entry){klass, mid, index};
+    return index;
+}
+
+/* ---- nodes ----------------------------------------------------------------- */
+
+static uint32_t new_node(uint32_t parent, uint32_t method, uint32_t seq)
+{
+    if (grow((void **)&T.nodes, &T.nodes_cap, T.nnodes + 1, sizeof(*T.nodes)) < 0) return UINT32_MAX;
+    T.nodes[T.nnodes] = (hk_tnode){method, parent, seq, 0, 0, 0, 0};
+    return (uint32_t)T.nnodes++;
+}
+
+static uint32_t child_node(hk_troot *r, uint32_t parent, uint32_t method)
+{
+    hk_child_cache_entry *e = &T.child_cache[(parent * 0x9e3779b1u ^ method) & (HK_CHILD_CACHE - 1)];
+    if (e->parent == parent && e->method == method && e->node) return e->node;
+    uint64_t key = ((uint64_t)parent << 32) | method;
+    uint32_t id;
+    if (hk_u64_map_get(&T.children, key, &id)) {
+        *e = (hk_child_cache_entry){parent, method, id};
+        return id;
+    }
+    id = new_node(parent, method, r->seq);
+    if (id == UINT32_MAX || hk_u64_map_put(&T.children, key, id) < 0) return UINT32_MAX;
+    *e = (hk_child_cache_entry){parent, method, id};
+    if (parent == r->node &&
+        grow((void **)&r->top, &r->top_cap, r->ntop + 1, sizeof(*r->top)) == 0)
+        r->top[r->ntop++] = id;
+    return id;
+}
+
+/* ---- contexts -------------------------------------------------------------- */
+
+static int thread_listed(VALUE list, VALUE th)
+{
+    if (NIL_P(list)) return 0;
+    for (long i = 0; i < RARRAY_LEN(list); i++)
+        if (RARRAY_AREF(list, i) == th) return 1;
+    return 0;
+}
+
+static hk_troot *root_for(VALUE thread)
+{
+    if (T.cfg.merge_threads && T.nroots) return &T.roots[0];
+    if (T.cfg.merge_fibers)
+        for (size_t i = 0; i < T.nroots; i++)
+            if (T.roots[i].thread == thread) return &T.roots[i];
+    if (grow((void **)&T.roots, &T.roots_cap, T.nroots + 1, sizeof(*T.roots)) < 0) return NULL;
+    uint32_t node = new_node(UINT32_MAX, 0, (uint32_t)T.nroots + 1);
+    if (node == UINT32_MAX) return NULL;
+    hk_troot *r = &T.roots[T.nroots];
+    memset(r, 0, sizeof(*r));
+    r->node = node;
+    r->seq = (uint32_t)++T.nroots;
+    r->thread = thread;
+    return r;
+}
+
+static hk_tcontext *new_context(VALUE fiber)
+{
+    VALUE th = rb_thread_current();
+    if (grow((void **)&T.contexts, &T.contexts_cap, T.ncontexts + 1, sizeof(*T.contexts)) < 0) return NULL;
+    hk_tcontext *c = calloc(1, sizeof(*c));
+    if (!c) return NULL;
+    c->fiber = fiber;
+    c->thread = th;
+    c->ignored = (!NIL_P(T.cfg.threads) && !thread_listed(T.cfg.threads, th)) ||
+                 thread_listed(T.cfg.exclude_threads, th);
+    if (pthread_getcpuclockid(pthread_self(), &c->cpu_clock) != 0) c->cpu_clock = CLOCK_THREAD_CPUTIME_ID;
+    c->switched_out_at = -1;
+    hk_troot *r = c->ignored ? NULL : root_for(th);
+    if (!c->ignored && !r) { free(c); return NULL; }
+    c->root = r ? (uint32_t)(r - T.roots) : 0;
+    c->seq = r ? r->seq : 0;
+    c->paused_at = read_measure(c);
+    if (r && !r->started) { r->started = 1; r->started_at = c->paused_at; }
+    if (hk_u64_map_put(&T.context_ids, (uint64_t)fiber, (uint32_t)T.ncontexts) < 0) { free(c); return NULL; }
+    T.contexts[T.ncontexts++] = c;
+    return c;
+}
+
+static hk_tcontext *context_of(VALUE fiber)
+{
+    uint32_t i;
+    hk_tcontext *c = hk_u64_map_get(&T.context_ids, (uint64_t)fiber, &i) ? T.contexts[i] : new_context(fiber);
+    if (c) {
+        tls.ctx = c;
+        tls.gen = session_gen;
+    }
+    return c;
+}
+
+/* Another context than the last event's: the old one is switched out, the
+ * new one (if it was) gets the time it spent out as wait on its top frame. */
+static void switch_context(hk_tcontext *c)
+{
+    if (T.cur) T.cur->switched_out_at = T.paused ? T.cur->paused_at : read_measure(T.cur);
+    if (c->switched_out_at >= 0) {
+        int64_t waited = (T.paused ? c->paused_at : read_measure(c)) - c->switched_out_at;
+        if (c->depth) c->stack[c->depth - 1].wait += waited;
+        else if (!c->ignored) T.roots[c->root].wait += waited;
+        c->switched_out_at = -1;
+    }
+    T.cur = c;
+}
+
+/* ---- frames ---------------------------------------------------------------- */
+
+static void on_call(hk_tcontext *c, uint32_t m, int64_t now)
+{
+    if (c->depth == c->cap && grow((void **)&c->stack, &c->cap, c->depth + 1, sizeof(*c->stack)) < 0) {
+        T.dropped++;
+        return;
+    }
+    hk_troot *r = &T.roots[c->root];
+    uint32_t parent = c->depth ? c->stack[c->depth - 1].node : r->node;
+    hk_tframe *f = &c->stack[c->depth++];
+    *f = (hk_tframe){parent, m, 0, now, 0, 0};
+    if (T.paused || T.methods[m].excluded) return; /* transparent: its time stays with the caller */
+    uint32_t node = child_node(r, parent, m);
+    if (node == UINT32_MAX) { T.dropped++; return; }
+    T.nodes[node].calls++;
+    T.calls++;
+    f->node = node;
+    f->counted = 1;
+}
+
+static void pop_frame(hk_tcontext *c, int64_t now)
+{
+    hk_tframe f = c->stack[--c->depth];
+    hk_tframe *parent = c->depth ? &c->stack[c->depth - 1] : NULL;
+    if (f.counted) {
+        int64_t total = now - f.start;
+        hk_tnode *n = &T.nodes[f.node];
+        n->total += total;
+        n->child += f.child;
+        n->wait += f.wait;
+        if (parent) parent->child += total;
+    } else if (parent) {
+        parent->child += f.child;
+        parent->wait += f.wait;
+    }
+}
+
+/* A return with nothing on the stack: the method was called before tracing
+ * started. It becomes the parent of everything recorded at the root so far,
+ * with the time since the root started as its total. */
+static void adopt_caller(hk_tcontext *c, uint32_t m, int64_t now)
+{
+    T.unmatched_returns++;
+    if (T.paused || T.methods[m].excluded) return;
+    hk_troot *r = &T.roots[c->root];
+    uint32_t x = new_node(r->node, m, r->seq);
+    if (x == UINT32_MAX) return;
+    int64_t child = 0;
+    memset(T.child_cache, 0, sizeof(T.child_cache)); /* entries under the root move */
+    for (size_t i = 0; i < r->ntop; i++) {
+        hk_tnode *n = &T.nodes[r->top[i]];
+        hk_u64_map_del(&T.children, ((uint64_t)r->node << 32) | n->method);
+        hk_u64_map_put(&T.children, ((uint64_t)x << 32) | n->method, r->top[i]);
+        n->parent = x;
+        child += n->total;
+    }
+    hk_tnode *xn = &T.nodes[x];
+    xn->calls = 1;
+    xn->total = now - r->started_at;
+    xn->child = child;
+    xn->wait = r->wait;
+    r->wait = 0;
+    r->ntop = 0;
+    hk_u64_map_put(&T.children, ((uint64_t)r->node << 32) | m, x);
+    if (grow((void **)&r->top, &r->top_cap, 1, sizeof(*r->top)) == 0) r->top[r->ntop++] = x;
+}
+
+static void on_return(hk_tcontext *c, uint32_t m, int64_t now)
+{
+    if (c->depth == 0) { adopt_caller(c, m, now); return; }
+    if (c->stack[c->depth - 1].method != m) {
+        /* a frame was left without its return event: unwind to the matching one */
+        size_t i = c->depth - 1;
+        while (i > 0 && c->stack[i - 1].method != m) i--;
+        if (i == 0) { T.unmatched_returns++; return; }
+        while (c->depth > i) pop_frame(c, now);
+    }
+    pop_frame(c, now);
+}
+
+/* ctx: GVL — RUBY_EVENT_FIBER_SWITCH, in the fiber switched to */
+static void fiber_switch_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
+{
+    if (T.running) context_of(rb_fiber_current());
+}
+
+/* ctx: GVL — the event hook */
+static void trace_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
+{
+    (void)data;
+    (void)self;
+    if (!T.running) {
+        if (T.forked) {
+            rb_remove_event_hook(trace_hook);
+            rb_remove_event_hook(fiber_switch_hook);
+            T.forked = 0;
+        }
+        return;
+    }
+    hk_tcontext *c = tls.gen == session_gen ? tls.ctx : context_of(rb_fiber_current());
+    if (!c) return;
+    if (c != T.cur) switch_context(c);
+    if (c->ignored) return;
+    T.events++;
+    int64_t now = measure_now(c);
+    /* the VM passes id and class with C events only; a Ruby method's are in its frame */
+    if (!mid) rb_frame_method_id_and_class(&mid, &klass);
+    uint32_t m = method_index(klass, mid);
+    if (ev & (RUBY_EVENT_CALL | RUBY_EVENT_C_CALL)) on_call(c, m, now);
+    else on_return(c, m, now);
+}
+
+/* ---- lifecycle ------------------------------------------------------------- */
+
+static void free_state(void)
+{
+    for (size_t i = 0; i < T.ncontexts; i++) {
+        free(T.contexts[i]->stack);
+        free(T.contexts[i]);
+    }
+    for (size_t i = 0; i < T.nroots; i++) free(T.roots[i].top);
+    free(T.contexts);
+    free(T.roots);
+    free(T.nodes);
+    free(T.methods);
+    hk_intern_free(&T.method_index);
+    hk_u64_map_free(&T.children);
+    hk_u64_map_free(&T.context_ids);
+    int forked = T.forked;
+    memset(&T, 0, sizeof(T));
+    T.cfg.exclude = T.cfg.threads = T.cfg.exclude_threads = Qnil;
+    T.forked = forked;
+}
+
+int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
+{
+    if (T.running) {
+        snprintf(err, errlen, "hakari is already running");
+        return -1;
+    }
+    free_state();
+    T.cfg = *cfg;
+    VALUE mod = rb_const_get(rb_cObject, rb_intern("Hakari"));
+    T.own_singleton = rb_singleton_class(mod);
+    T.native_singleton = rb_singleton_class(rb_const_get(mod, rb_intern("Native")));
+    /* method 0 is the context root; node ids come from new_node */
+    if (grow((void **)&T.methods, &T.methods_cap, 1, sizeof(*T.methods)) < 0) goto oom;
+    uint32_t none[4] = {0, 0, 0, 0};
+    if (hk_intern_seq(&T.method_index, none, 4) != 0) goto oom;
+    T.methods[0] = (hk_tmethod){Qnil, 0, 0};
+    T.nmethods = 1;
+    T.start_real_ns = hk_trace_clock_ns(CLOCK_REALTIME);
+    T.start_mono_ns = hk_trace_clock_ns(CLOCK_MONOTONIC);
+    T.use_tsc = cfg->measure == HK_MEASURE_WALL && hk_tsc_usable();
+    T.start_tsc = hk_tsc();
+    session_gen++;
+    T.running = 1;
+    hk_tcontext *c = context_of(rb_fiber_current());
+    if (!c) { T.running = 0; goto oom; }
+    switch_context(c);
+    if (T.forked) T.forked = 0; /* a hook left by a fork is still installed: reuse it */
+    else {
+        rb_add_event_hook(trace_hook, RUBY_EVENT_CALL | RUBY_EVENT_RETURN | RUBY_EVENT_C_CALL | RUBY_EVENT_C_RETURN, Qnil);
+        rb_add_event_hook(fiber_switch_hook, RUBY_EVENT_FIBER_SWITCH, Qnil);
+    }
+    return 0;
+oom:
+    free_state();
+    snprintf(err, errlen, "out of memory");
+    return -1;
+}
+
+static void fill_stats(hk_tracer_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->measure = T.cfg.measure;
+    st->start_time_ns = T.start_real_ns;
+    st->duration_ns = hk_trace_clock_ns(CLOCK_MONOTONIC) - T.start_mono_ns;
+    st->event_count = T.events;
+    st->call_count = T.calls;
+    st->node_count = T.nnodes - T.nroots;
+    st->method_count = T.nmethods - 1;
+    st->context_count = T.ncontexts;
+    st->unmatched_returns = T.unmatched_returns;
+    /* TSC ticks -> ns, calibrated against the monotonic clock over the whole session */
+    st->scale = 1.0;
+    if (T.use_tsc) {
+        uint64_t ticks = hk_tsc() - T.start_tsc;
+        if (ticks > 0) st->scale = (double)st->duration_ns / (double)ticks;
+    }
+}
+
+hk_profile *hk_tracer_stop(hk_tracer_stats *stats)
+{
+    if (!T.running) return NULL;
+    rb_remove_event_hook(trace_hook);
+    rb_remove_event_hook(fiber_switch_hook);
+    if (T.paused) hk_tracer_resume();
+    /* frames still open end now, each context measured on its own clock */
+    for (size_t i = 0; i < T.ncontexts; i++) {
+        hk_tcontext *c = T.contexts[i];
+        if (c->ignored) continue;
+        int64_t now = read_measure(c);
+        if (now < 0) now = c->depth ? c->stack[c->depth - 1].start : 0; /* clock of a dead thread */
+        if (c->switched_out_at >= 0 && c->depth) c->stack[c->depth - 1].wait += now - c->switched_out_at;
+        while (c->depth) pop_frame(c, now);
+    }
+    T.running = 0;
+    session_gen++;
+    fill_stats(stats);
+    hk_profile *p = hk_tracer_build_profile(&T, stats);
+    free_state();
+    return p;
+}
+
+int hk_tracer_running(void) { return T.running; }
+int hk_tracer_paused(void) { return T.running && T.paused; }
+
+int hk_tracer_pause(void)
+{
+    if (!T.running || T.paused) return -1;
+    for (size_t i = 0; i < T.ncontexts; i++) T.contexts[i]->paused_at = read_measure(T.contexts[i]);
+    T.paused = 1;
+    return 0;
+}
+
+int hk_tracer_resume(void)
+{
+    if (!T.running || !T.paused) return -1;
+    T.paused = 0;
+    /* shift open frames forward by the paused span, so no total includes it */
+    for (size_t i = 0; i < T.ncontexts; i++) {
+        hk_tcontext *c = T.contexts[i];
+        int64_t now = read_measure(c);
+        if (now < 0) continue;
+        int64_t span = now - c->paused_at;
+        for (size_t j = 0; j < c->depth; j++) c->stack[j].start += span;
+        if (c->switched_out_at >= 0) c->switched_out_at += span;
+        if (!c->ignored && T.roots[c->root].started_at) T.roots[c->root].started_at += span;
+    }
+    return 0;
+}
+
+void hk_tracer_mark(void)
+{
+    for (size_t i = 1; i < T.nmethods; i++) rb_gc_mark(T.methods[i].klass);
+    for (size_t i = 0; i < T.ncontexts; i++) {
+        rb_gc_mark(T.contexts[i]->fiber);
+        rb_gc_mark(T.contexts[i]->thread);
+    }
+    for (size_t i = 0; i < T.nroots; i++) rb_gc_mark(T.roots[i].thread);
+    rb_gc_mark(T.cfg.exclude);
+    rb_gc_mark(T.cfg.threads);
+    rb_gc_mark(T.cfg.exclude_threads);
+}
+
+size_t hk_tracer_memsize(void)
+{
+    size_t n = T.nodes_cap * sizeof(hk_tnode) + T.methods_cap * sizeof(hk_tmethod) +
+               hk_intern_memsize(&T.method_index) + hk_u64_map_memsize(&T.children) +
+               hk_u64_map_memsize(&T.context_ids);
+    for (size_t i = 0; i < T.ncontexts; i++) n += sizeof(hk_tcontext) + T.contexts[i]->cap * sizeof(hk_tframe);
+    return n;
+}
+
+/* ctx: fork child. The hook is a VM hook and survives fork: stop quietly and
+ * let the next event remove it (safe there, unlike inside fork()). */
+static void atfork_child(void)
+{
+    if (!T.running) return;
+    T.running = 0;
+    T.forked = 1;
+}
+
+void hk_tracer_init(void)
+{
+    sym_total_allocated_objects = ID2SYM(rb_intern("total_allocated_objects"));
+    T.cfg.exclude = T.cfg.threads = T.cfg.exclude_threads = Qnil;
+    pthread_atfork(NULL, NULL, atfork_child);
+}

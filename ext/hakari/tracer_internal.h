@@ -1,0 +1,82 @@
+/* tracer_internal.h — the tracer's state, shared by tracer.c (events) and
+ * trace_build.c (the profile at stop). Not a public contract: only these two
+ * files include it. All of it is owned by the GVL.
+ */
+#ifndef HK_TRACER_INTERNAL_H
+#define HK_TRACER_INTERNAL_H
+
+#include "tracer.h"
+
+#define HK_METHOD_CACHE 1024 /* direct-mapped, power of two */
+#define HK_CHILD_CACHE 4096  /* (parent, method) -> node, direct-mapped in front of the map */
+
+typedef struct hk_child_cache_entry { uint32_t parent, method, node; } hk_child_cache_entry;
+
+typedef struct hk_tmethod {
+    VALUE klass;
+    ID mid;
+    int excluded;
+} hk_tmethod;
+
+typedef struct hk_method_cache_entry {
+    VALUE klass;
+    ID mid;
+    uint32_t index;
+} hk_method_cache_entry;
+
+/* the root of one call tree: a thread's or fiber's, or a shared one when merged */
+typedef struct hk_troot {
+    uint32_t node, seq;
+    VALUE thread;
+    int started;
+    int64_t started_at; /* measure when the root's first context appeared */
+    int64_t wait;       /* switched-out time while no frame was open */
+    uint32_t *top; size_t ntop, top_cap; /* nodes directly under the root */
+} hk_troot;
+
+typedef struct hk_tracer {
+    /* immutable after start */
+    hk_tracer_config cfg;
+    VALUE own_singleton, native_singleton;
+    int64_t start_real_ns, start_mono_ns;
+    /* owned by the GVL */
+    int running, paused, forked;
+    hk_tmethod *methods; size_t nmethods, methods_cap;
+    hk_intern_table method_index;
+    hk_method_cache_entry method_cache[HK_METHOD_CACHE];
+    hk_tnode *nodes; size_t nnodes, nodes_cap;
+    hk_u64_map children;              /* (parent << 32 | method) -> node */
+    hk_child_cache_entry child_cache[HK_CHILD_CACHE];
+    int use_tsc;                      /* wall measure read from the TSC, scaled at stop */
+    uint64_t start_tsc;
+    hk_troot *roots; size_t nroots, roots_cap;
+    hk_tcontext **contexts; size_t ncontexts, contexts_cap;
+    hk_u64_map context_ids;           /* fiber VALUE -> context index */
+    hk_tcontext *cur;                 /* the context of the last event */
+    uint64_t events, calls, dropped, unmatched_returns;
+} hk_tracer;
+
+extern hk_tracer hk_the_tracer;
+
+/* ns of clock c, or -1 when it cannot be read (the clock of a thread that ended) */
+static inline int64_t hk_trace_clock_ns(clockid_t c)
+{
+    struct timespec ts;
+    if (clock_gettime(c, &ts) != 0) return -1;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+static inline uint64_t hk_tsc(void) { return __rdtsc(); }
+#else
+static inline uint64_t hk_tsc(void) { return 0; }
+#endif
+/* the TSC counts time only where the kernel trusts it as its clocksource (constant, synchronized) */
+int hk_tsc_usable(void);
+
+/* trace_build.c — ctx: GVL, may allocate */
+VALUE hk_trace_method_label(VALUE klass, ID mid);
+hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *st);
+
+#endif
