@@ -121,6 +121,7 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
     VALUE *cache = RARRAY_PTR(cache_holder); /* the array keeps every cached frame alive */
     int ci = hk_profile_find_value(p, "samples");
     if (ci < 0) ci = hk_profile_find_value(p, "calls");
+    int wti = hk_profile_find_value(p, "wait");
     size_t wi = hk_profile_default_value(p);
     VALUE out = rb_ary_new_capa((long)p->nsamples);
     for (size_t i = 0; i < p->nsamples; i++) {
@@ -130,7 +131,8 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
         rb_ary_push(row, LL2NUM(v[wi]));
         rb_ary_push(row, LL2NUM(ci >= 0 ? v[ci] : 1));
         rb_ary_push(row, LL2NUM(label_num(p, i, "thread")));
-        if (!aggregate) rb_ary_push(row, LL2NUM(label_num(p, i, "timestamp")));
+        if (wti >= 0) rb_ary_push(row, LL2NUM(v[wti]));
+        else if (!aggregate) rb_ary_push(row, LL2NUM(label_num(p, i, "timestamp")));
         rb_ary_push(out, row);
     }
     RB_GC_GUARD(cache_holder);

@@ -150,15 +150,15 @@ static int str_ref(dec *d, uint64_t i, uint32_t *out, const char *owner, uint64_
                 (unsigned long long)i, d->nstrings);
 }
 
-/* calls one(d, v, ctx) for each value of a repeated varint field, packed or not */
-static int each_varint(dec *d, const field *f, const char *what, int (*one)(dec *, uint64_t, void *), void *ctx)
+/* calls one(d, v) for each value of a repeated varint field, packed or not */
+static int each_varint(dec *d, const field *f, const char *what, int (*one)(dec *, uint64_t))
 {
-    if (f->wire == HK_PB_VARINT) return one(d, f->v, ctx);
+    if (f->wire == HK_PB_VARINT) return one(d, f->v);
     if (want(d, f, HK_PB_LEN, what) < 0) return -1;
     hk_pb_reader r = f->sub;
     uint64_t v;
     while (r.p < r.end)
-        if (varint(d, &r, &v) < 0 || one(d, v, ctx) < 0) return -1;
+        if (varint(d, &r, &v) < 0 || one(d, v) < 0) return -1;
     return 0;
 }
 
@@ -224,7 +224,7 @@ static int visit_function(dec *d, const field *f)
     if (id == 0) return fail(d, "function at byte %zu has id 0 (ids start at 1)", f->off);
     uint32_t model;
     if (hk_u64_map_get(&d->funcs, id, &model)) return fail(d, "function id %llu appears twice", (unsigned long long)id);
-    uint32_t sname, ssys, sfile;
+    uint32_t sname = 0, ssys = 0, sfile = 0;
     if (str_ref(d, name, &sname, "function", id, "name") < 0 ||
         str_ref(d, sys, &ssys, "function", id, "system_name") < 0 ||
         str_ref(d, file, &sfile, "function", id, "filename") < 0)
@@ -236,8 +236,8 @@ static int visit_function(dec *d, const field *f)
 
 /* ---- walk 3: locations ---- */
 
-/* the first Line of a location: its function id and line */
-static int first_line(dec *d, const field *f, uint64_t *fn, int64_t *line)
+/* one Line message of a location: its function id and line */
+static int read_line(dec *d, const field *f, uint64_t *fn, int64_t *line)
 {
     if (want(d, f, HK_PB_LEN, "location line") < 0) return -1;
     field g;
@@ -275,7 +275,7 @@ static int visit_location(dec *d, const field *f)
             /* later lines are the frames this one was inlined into: read, not kept */
             uint64_t fn2 = 0;
             int64_t line2 = 0;
-            if (first_line(d, &g, &fn2, &line2) < 0) return -1;
+            if (read_line(d, &g, &fn2, &line2) < 0) return -1;
             if (nlines++ == 0) { fn = fn2; line = line2; }
         } else if (g.num == LOCATION_ID || g.num == LOCATION_ADDRESS) {
             if (want(d, &g, HK_PB_VARINT, "location field") < 0) return -1;
@@ -286,7 +286,7 @@ static int visit_location(dec *d, const field *f)
     if (id == 0) return fail(d, "location at byte %zu has id 0 (ids start at 1)", f->off);
     uint32_t model;
     if (hk_u64_map_get(&d->locs, id, &model)) return fail(d, "location id %llu appears twice", (unsigned long long)id);
-    uint32_t func;
+    uint32_t func = 0;
     if (fn == 0) {
         func = address_function(d, address);
     } else if (!hk_u64_map_get(&d->funcs, fn, &func)) {
@@ -320,11 +320,10 @@ static int value_type(dec *d, const field *f, const char *owner, uint64_t id, co
     return 0;
 }
 
-static int one_comment(dec *d, uint64_t v, void *ctx)
+static int one_comment(dec *d, uint64_t v)
 {
-    (void)ctx;
     hk_profile *p = d->p;
-    uint32_t s;
+    uint32_t s = 0;
     if (str_ref(d, v, &s, "comment", p->ncomments, "text") < 0) return -1;
     if (grow(d, (void **)&p->comments, &p->comments_cap, p->ncomments + 1, sizeof(*p->comments)) < 0) return -1;
     p->comments[p->ncomments++] = s;
@@ -346,7 +345,7 @@ static int visit_types(dec *d, const field *f)
         p->nvalues++;
         return 0;
     case PROFILE_PERIOD_TYPE: return value_type(d, f, NULL, 0, period_names, &p->period_type);
-    case PROFILE_COMMENT: return each_varint(d, f, "comment", one_comment, NULL);
+    case PROFILE_COMMENT: return each_varint(d, f, "comment", one_comment);
     case PROFILE_DEFAULT_SAMPLE_TYPE:
         if (want(d, f, HK_PB_VARINT, "default_sample_type") < 0) return -1;
         return str_ref(d, f->v, &p->default_sample_type, NULL, 0, "default_sample_type");
@@ -356,9 +355,8 @@ static int visit_types(dec *d, const field *f)
 
 /* ---- walk 5: samples ---- */
 
-static int one_location(dec *d, uint64_t id, void *ctx)
+static int one_location(dec *d, uint64_t id)
 {
-    (void)ctx;
     uint32_t model;
     if (id == 0 || !hk_u64_map_get(&d->locs, id, &model))
         return fail(d, "sample %zu refers to location %llu, which does not exist", d->nsample,
@@ -368,9 +366,8 @@ static int one_location(dec *d, uint64_t id, void *ctx)
     return 0;
 }
 
-static int one_value(dec *d, uint64_t v, void *ctx)
+static int one_value(dec *d, uint64_t v)
 {
-    (void)ctx;
     if (grow(d, (void **)&d->vals, &d->val_cap, d->nval + 1, sizeof(*d->vals)) < 0) return -1;
     d->vals[d->nval++] = (int64_t)v;
     return 0;
@@ -411,8 +408,8 @@ static int visit_sample(dec *d, const field *f)
     hk_pb_reader r = f->sub;
     while ((rc = next_field(d, &r, &g)) > 0) {
         int ok = 0;
-        if (g.num == SAMPLE_LOCATION_ID) ok = each_varint(d, &g, "sample location_id", one_location, NULL);
-        else if (g.num == SAMPLE_VALUE) ok = each_varint(d, &g, "sample value", one_value, NULL);
+        if (g.num == SAMPLE_LOCATION_ID) ok = each_varint(d, &g, "sample location_id", one_location);
+        else if (g.num == SAMPLE_VALUE) ok = each_varint(d, &g, "sample value", one_value);
         else if (g.num == SAMPLE_LABEL) ok = label(d, &g);
         if (ok < 0) return -1;
     }

@@ -250,6 +250,7 @@ static void pop_frame(hk_tcontext *c, int64_t now)
  * with the time since the root started as its total. */
 static void adopt_caller(hk_tcontext *c, uint32_t m, int64_t now)
 {
+    if (T.methods[m].klass == T.own_singleton || T.methods[m].klass == T.native_singleton) return; /* the start's own frames */
     T.unmatched_returns++;
     if (T.paused || T.methods[m].excluded) return;
     hk_troot *r = &T.roots[c->root];

@@ -1,0 +1,94 @@
+/* calltree.h — a profile's call tree and its per-method table, the common
+ * ground of the flat, graph, callgrind and dot outputs.
+ *
+ * Input: a tracing profile (sample types calls/count, the measure's self value
+ * as default_sample_type, optional wait) where each sample is one call-tree
+ * node, or a sampling profile (samples/count, a time or count value) where
+ * each sample is a stack. Locations are leaf first; a numeric (or string)
+ * "thread" label picks the root, so equal paths of different threads stay
+ * distinct nodes while methods merge threads.
+ * Layout: `nodes` is a trie over location ids, roots first created per thread;
+ * a parent's index is always below its children's, so one backward pass sums
+ * subtrees. `methods` is indexed by function id - 1; `edges` are (caller,
+ * callee) function pairs, listed per method in the caller_edges/callee_edges
+ * index arrays. Recursion: a node is `outer` when its function does not occur
+ * above it; totals, edge times and (for sampling) counts add outer nodes only,
+ * so nothing is counted twice; tracing call counts add every node.
+ * ctx: core (plain C, no ruby.h), pure; the tree is a snapshot of the profile.
+ */
+#ifndef HK_CALLTREE_H
+#define HK_CALLTREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "profile.h"
+
+#define HK_CT_NONE UINT32_MAX
+
+typedef struct hk_ct_node {
+    uint32_t parent;                   /* HK_CT_NONE for a thread root */
+    uint32_t loc, func;                /* 0 for a thread root */
+    uint32_t thread;                   /* index into the thread roots */
+    uint32_t first_child, next_sibling; /* HK_CT_NONE terminated */
+    int outer;                         /* first occurrence of func on its path */
+    int64_t calls;                     /* sampling: samples in the subtree */
+    int64_t self, wait;
+    int64_t total;                     /* self + wait + children's totals */
+    int64_t wait_total;                /* wait in the subtree */
+} hk_ct_node;
+
+typedef struct hk_ct_method {
+    uint32_t func;
+    uint32_t nnodes;                   /* 0: the function never appears */
+    int recursive;                     /* occurs more than once on some path */
+    int64_t calls, self, wait, total, child;
+    uint32_t callers_off, ncallers;    /* into caller_edges */
+    uint32_t callees_off, ncallees;    /* into callee_edges */
+} hk_ct_method;
+
+/* calls from caller to callee; times are those of the callee's outer nodes */
+typedef struct hk_ct_edge {
+    uint32_t caller, callee;           /* function ids */
+    int64_t calls, total, self, wait, child;
+} hk_ct_edge;
+
+typedef struct hk_calltree {
+    const hk_profile *profile;
+    int calls_vi, self_vi, wait_vi;    /* value indexes, -1 when absent */
+    int sampling;                      /* counts are samples, not calls */
+    int ns;                            /* the measure is in nanoseconds */
+    hk_ct_node *nodes; size_t nnodes;
+    uint32_t *roots; size_t nthreads;  /* root node of each thread */
+    hk_ct_method *methods; size_t nmethods; /* = profile->nfunctions */
+    hk_ct_edge *edges; size_t nedges;
+    uint32_t *caller_edges, *callee_edges;
+    /* whole profile: total = self + wait; `unattributed` is the self + wait of
+     * samples without locations, in the totals but in no method */
+    int64_t total, self, wait, calls, unattributed;
+} hk_calltree;
+
+/* the tree, or NULL with a one-line reason in err (a profile without sample
+ * types, a location or function id out of range, out of memory) */
+hk_calltree *hk_calltree_build(const hk_profile *p, char *err, size_t errlen);
+void hk_calltree_free(hk_calltree *ct);
+
+/* name of the measure (the self value's sample type), e.g. "wall" */
+const char *hk_calltree_measure(const hk_calltree *ct);
+
+/* addition that sticks at INT64_MIN/MAX instead of overflowing: values come
+ * from decoded files and may be anything */
+static inline int64_t hk_calltree_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+static inline int64_t hk_calltree_sub(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+#endif

@@ -1,0 +1,282 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# Tracing mode (mode: :trace): exact call counts, call-tree shape, recursion-safe totals,
+# wait time, pause/resume, exceptions, allocations, filters and bad input.
+class TraceTest < Minitest::Test
+  MS = 1_000_000
+
+  # per-method figures from the samples (one per call-tree node): calls, self, wait and
+  # total counted once per path, so a recursive method's total is its outermost calls' time
+  def methods_of(data)
+    rows = Hash.new { |h, k| h[k] = { calls: 0, self: 0, wait: 0, total: 0 } }
+    data[:samples].each do |frames, self_v, calls, _seq, wait|
+      leaf = frames.first[0]
+      rows[leaf][:calls] += calls
+      rows[leaf][:self] += self_v
+      rows[leaf][:wait] += wait
+      frames.map(&:first).uniq.each { |name| rows[name][:total] += self_v + wait }
+    end
+    {}.merge(rows) # no default: a method that was never called reads as nil
+  end
+
+  def paths_of(data, name) = data[:samples].select { |fr, *| fr.first[0] == name }.map { |fr, *| fr.map(&:first) }
+
+  def teardown
+    Hakari.stop if Hakari.running?
+  end
+
+  def test_fib_20_is_called_21891_times_and_the_vm_calls_are_counted
+    data = Hakari.start(mode: :trace) { Workloads.fib(20) }
+    m = methods_of(data)
+    assert_equal 21_891, m["Workloads.fib"][:calls]
+    assert_equal 21_891, m["Integer#<"][:calls], "the C calls behind n < 2"
+    assert_equal 21_890, m["Integer#-"][:calls]
+    assert_equal 10_945, m["Integer#+"][:calls]
+    assert_equal :trace, data[:mode]
+    assert_equal :wall, data[:measure]
+    assert_equal 0, data[:unmatched_returns], "the start's own frames are not counted"
+  end
+
+  class Twice
+    def shared = 1
+    def a = shared
+    def b = shared
+  end
+
+  def test_a_method_called_from_two_sites_has_two_nodes_and_one_entry
+    data = Hakari.start(mode: :trace) do
+      t = Twice.new
+      3.times { t.a }
+      2.times { t.b }
+    end
+    paths = paths_of(data, "TraceTest::Twice#shared")
+    assert_equal 2, paths.size
+    assert_equal %w[TraceTest::Twice#a TraceTest::Twice#b], paths.map { _1[1] }.sort
+    assert_equal 5, methods_of(data)["TraceTest::Twice#shared"][:calls]
+  end
+
+  class Sleeper
+    def self.klass_sleep = sleep(0.2)
+    def inst_sleep = sleep(0.1)
+  end
+
+  module SleepMod
+    def self.mod_sleep = sleep(0.3)
+  end
+
+  def test_sleeping_methods_of_every_kind
+    obj = Object.new
+    def obj.single_sleep = sleep(0.1)
+    data = Hakari.start(mode: :trace) do
+      Sleeper.new.inst_sleep
+      Sleeper.klass_sleep
+      SleepMod.mod_sleep
+      obj.single_sleep
+    end
+    m = methods_of(data)
+    assert_in_delta 100 * MS, m["TraceTest::Sleeper#inst_sleep"][:total], 15 * MS
+    assert_in_delta 200 * MS, m["TraceTest::Sleeper.klass_sleep"][:total], 15 * MS
+    assert_in_delta 300 * MS, m["TraceTest::SleepMod.mod_sleep"][:total], 15 * MS
+    single = m.keys.grep(/single_sleep/).first
+    assert_match(/\A#<Class:Object instance>#single_sleep\z/, single)
+    assert_in_delta 100 * MS, m[single][:total], 15 * MS
+    assert_in_delta 700 * MS, m["Kernel#sleep"][:self], 30 * MS
+    assert_operator m["TraceTest::Sleeper#inst_sleep"][:self], :<, 2 * MS, "the sleep is Kernel#sleep's self"
+  end
+
+  def nap(level)
+    sleep 0.05
+    nap(level - 1) if level > 1
+  end
+
+  def test_recursive_total_is_the_outermost_elapsed_time
+    data = Hakari.start(mode: :trace) { nap(3) }
+    m = methods_of(data)
+    assert_equal 3, m["TraceTest#nap"][:calls]
+    assert_in_delta 150 * MS, m["TraceTest#nap"][:total], 20 * MS, "not 0.15 + 0.10 + 0.05"
+    assert_equal 3, paths_of(data, "TraceTest#nap").map { _1.count("TraceTest#nap") }.max, "a node per recursion level"
+  end
+
+  def test_joined_thread_time_is_wait_not_self
+    data = Hakari.start(mode: :trace) do
+      t = Thread.new { sleep 0.2 }
+      t.join
+    end
+    join = methods_of(data)["Thread#join"]
+    assert_operator join[:wait] + join[:self], :>, 150 * MS
+    assert_operator join[:wait], :>, 150 * MS, "the main thread was switched out while joining"
+    assert_operator join[:self], :<, 20 * MS
+    assert_equal 2, data[:thread_count]
+  end
+
+  def test_pause_resume_excludes_the_paused_span
+    data = Hakari.start(mode: :trace) do
+      sleep 0.05
+      assert Hakari.pause
+      assert Hakari.paused?
+      refute Hakari.pause, "already paused"
+      sleep 0.2
+      Twice.new.a
+      assert Hakari.resume
+      sleep 0.05
+    end
+    m = methods_of(data)
+    assert_equal 2, m["Kernel#sleep"][:calls], "the call made while paused is not counted"
+    assert_nil m["TraceTest::Twice#a"]
+    assert_in_delta 100 * MS, m["Kernel#sleep"][:total], 15 * MS
+    main = data[:samples].select { |s| s[3] == 1 } # minitest's own threads may be traced too
+    assert_operator main.sum { _2 + _5 }, :<, 150 * MS, -> { data[:samples].map { |f, *r| [f.map(&:first), r] }.inspect }
+  end
+
+  def deep(n) = n.zero? ? raise(ArgumentError, "deep") : deep(n - 1)
+  def rescuer = deep(4)
+  def catcher
+    rescuer
+  rescue ArgumentError
+    :rescued
+  end
+
+  def test_exception_unwinding_leaves_the_stack_consistent
+    data = Hakari.start(mode: :trace) do
+      catcher
+      Twice.new.a
+    end
+    assert_equal ["TraceTest::Twice#a"], paths_of(data, "TraceTest::Twice#a").first.first(1)
+    a_path = paths_of(data, "TraceTest::Twice#a").first
+    refute_includes a_path, "TraceTest#deep", "after the rescue, calls are no longer under the raise"
+    assert_equal 5, methods_of(data)["TraceTest#deep"][:calls]
+  end
+
+  def make(n_arrays, n_hashes, n_strings)
+    n_arrays.times { [] }
+    n_hashes.times { {} }
+    n_strings.times { +"s" }
+  end
+
+  def test_allocations_measure_counts_objects
+    make(1, 1, 1) # the first call at a call site fills its inline cache, itself an object
+    data = Hakari.start(mode: :trace, measure: :allocations) { make(30, 20, 10) }
+    assert_equal :allocations, data[:measure]
+    m = methods_of(data)
+    assert_equal 60, m["TraceTest#make"][:total]
+    # blocks are not frames: the arrays and hashes are made in Integer#times' blocks, the strings by String#+@
+    assert_equal 50, m["Integer#times"][:self]
+    assert_equal 10, m["String#+@"][:self]
+    assert_equal 0, m["TraceTest#make"][:self]
+  end
+
+  def test_cpu_measure_ignores_sleep
+    data = Hakari.start(mode: :trace, measure: :cpu) { sleep 0.1; Workloads.spin(0.05) }
+    m = methods_of(data)
+    assert_operator m["Kernel#sleep"][:total], :<, 5 * MS
+    assert_in_delta 50 * MS, m["Workloads.spin"][:total], 10 * MS
+  end
+
+  def naps = 3.times { sleep 0.02 }
+
+  def test_exclude_moves_time_to_the_caller
+    data = Hakari.start(mode: :trace, exclude: ["Integer#times", /\AKernel#/]) { naps }
+    m = methods_of(data)
+    assert_nil m["Integer#times"]
+    assert_nil m["Kernel#sleep"]
+    assert_operator m["TraceTest#naps"][:self], :>, 55 * MS, "their time is the caller's own"
+  end
+
+  def test_threads_filter
+    data = Hakari.start(mode: :trace, threads: [Thread.current]) do
+      Thread.new { Twice.new.a }.join
+      Twice.new.b
+    end
+    m = methods_of(data)
+    assert_nil m["TraceTest::Twice#a"], "the other thread is not traced"
+    assert_equal 1, m["TraceTest::Twice#b"][:calls]
+  end
+
+  def test_merge_threads_merges_same_root_calls
+    data = Hakari.start(mode: :trace, merge_threads: true) do
+      2.times.map { Thread.new { Twice.new.a } }.each(&:join)
+    end
+    assert_equal 1, paths_of(data, "TraceTest::Twice#a").size
+    assert_equal 2, methods_of(data)["TraceTest::Twice#a"][:calls]
+  end
+
+  def test_fibers_are_separate_contexts
+    data = Hakari.start(mode: :trace) do
+      f = Fiber.new { Twice.new.a; Fiber.yield; Twice.new.b }
+      f.resume
+      Twice.new.a
+      f.resume
+    end
+    m = methods_of(data)
+    assert_equal 2, m["TraceTest::Twice#a"][:calls]
+    assert_equal 1, m["TraceTest::Twice#b"][:calls]
+    assert_equal 0, data[:unmatched_returns]
+  end
+
+  def test_started_mid_stack_and_stopped_with_frames_open
+    outer = lambda do
+      Hakari.start(mode: :trace)
+      sleep 0.05
+    end
+    runner = Object.new
+    def runner.run(outer) = outer.call.then { sleep 0.05 }
+    runner.run(outer)
+    data = Hakari.stop
+    m = methods_of(data)
+    assert_equal 2, m["Kernel#sleep"][:calls]
+    single = m.keys.grep(/#run\z/).first
+    refute_nil single, "the method that was running at start is adopted at its return"
+    assert_in_delta 100 * MS, m[single][:total], 20 * MS
+  end
+
+  def test_bad_input
+    e = assert_raises(ArgumentError) { Hakari.start(mode: :trace, measure: :bogus) }
+    assert_match(/unknown measure :bogus \(expected :wall, :cpu or :allocations\)/, e.message)
+    e = assert_raises(ArgumentError) { Hakari.start(mode: :trace, exclude: [42]) }
+    assert_match(/invalid exclude: 42 \(expected a String or a Regexp/, e.message)
+    e = assert_raises(ArgumentError) { Hakari.start(mode: :trace, threads: ["main"]) }
+    assert_match(/invalid threads: "main"/, e.message)
+    e = assert_raises(ArgumentError) { Hakari.start(mode: :cpu, measure: :wall) }
+    assert_match(/measure: only apply to mode: :trace/, e.message)
+    refute Hakari.running?
+    Hakari.start(mode: :trace)
+    assert_raises(RuntimeError) { Hakari.start(mode: :trace) }
+    assert_raises(RuntimeError) { Hakari.start(mode: :cpu) }
+    assert Hakari.stop
+    refute Hakari.pause, "pause without tracing"
+  end
+
+  def test_a_program_that_raises_forks_and_makes_many_threads_completes
+    script = <<~RUBY
+      Hakari.start(mode: :trace)
+      begin
+        raise "boom"
+      rescue RuntimeError
+      end
+      pid = fork { [1, 2].sum; exit!(0) }
+      Process.wait(pid)
+      1000.times.map { Thread.new { [1].sum } }.each(&:join)
+      d = Hakari.stop
+      threads = d[:thread_count]
+      sums = d[:samples].select { |fr, *| fr[0][0] == "Array#sum" }.sum { _3 }
+      print [$?.exitstatus, threads, sums].join(",")
+    RUBY
+    out = IO.popen([RbConfig.ruby, "-I#{File.expand_path('../lib', __dir__)}", "-rhakari", "-e", script], &:read)
+    assert_equal "0,1001,1000", out
+  end
+
+  def test_pprof_of_a_trace_reads_in_go_pprof
+    data = Hakari.start(mode: :trace) { Workloads.fib(15) }
+    Dir.mktmpdir do |dir|
+      path = Hakari.save(File.join(dir, "t.pb.gz"), data)
+      top = IO.popen(["go", "tool", "pprof", "-top", path], err: File::NULL, &:read)
+      assert_match(/^Type: wall$/, top)
+      row = top.lines.find { |l| l.end_with?(" Workloads.fib\n") }
+      assert_operator row.split[4].to_f, :<=, 100.0
+      calls = IO.popen(["go", "tool", "pprof", "-top", "-sample_index=calls", path], err: File::NULL, &:read)
+      assert_match(/^\s+1973\s.*Workloads\.fib$/, calls)
+    end
+  end
+end
