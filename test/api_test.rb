@@ -57,7 +57,7 @@ class ApiTest < Minitest::Test
   def test_bad_mode_names_the_value
     err = assert_raises(ArgumentError) { Hakari.start(mode: :bogus) }
     assert_match(/:bogus/, err.message)
-    assert_match(/:cpu or :wall/, err.message)
+    assert_match(/:cpu, :wall or :trace/, err.message)
     refute Hakari.running?
   end
 

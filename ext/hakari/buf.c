@@ -17,6 +17,7 @@ void hk_buf_free(hk_buf *b)
 int hk_buf_reserve(hk_buf *b, size_t extra)
 {
     if (b->oom) return -1;
+    if (extra > SIZE_MAX - b->len) { b->oom = 1; return -1; }
     if (b->len + extra <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra) {

@@ -27,8 +27,8 @@ int hk_collapsed_encode(const hk_profile *p, size_t vi, hk_buf *out)
 
     for (size_t i = 0; i < p->nsamples; i++) {
         int64_t v = hk_profile_sample_values(p, i)[vi];
-        if (v == 0) continue;
         uint32_t n = p->samples[i].nloc;
+        if (v == 0 || n == 0) continue; /* a stackless line (" 140") is no stack for a flame graph */
         const uint32_t *locs = hk_profile_sample_locs(p, i);
         if (n > funcs_cap) {
             uint32_t *f = realloc(funcs, n * sizeof(*f));
@@ -47,7 +47,7 @@ int hk_collapsed_encode(const hk_profile *p, size_t vi, hk_buf *out)
             sums = s;
             sums_cap = cap;
         }
-        sums[id] += v;
+        sums[id] = hk_add_sat(sums[id], v);
     }
     for (size_t id = 0; id < hk_intern_count(&paths); id++) {
         uint32_t n;

@@ -1,7 +1,7 @@
 /* collapsed_encode.h — profile -> collapsed stacks, one line per distinct
  * function path: "root;…;leaf <value>\n", value summed over samples of value
  * index vi (stacks that differ only in line numbers merge). Lines come in
- * first-seen order; samples whose value is 0 are omitted. Characters that
+ * first-seen order; samples whose value is 0, or that have no location, are omitted. Characters that
  * would break the format in a name (';', '\n', '\r') are replaced by '_'.
  * ctx: core, pure.
  */

@@ -106,7 +106,7 @@ const uint32_t *hk_intern_get(const hk_intern_table *t, uint32_t id, uint32_t *n
 {
     const hk_intern_entry *e = &t->entries[id];
     *n = e->len;
-    return t->pool + e->off;
+    return t->pool ? t->pool + e->off : NULL; /* only empty sequences stored: no pool yet */
 }
 
 size_t hk_intern_memsize(const hk_intern_table *t)

@@ -109,6 +109,7 @@ static void encode_raw(const hk_profile *p, hk_buf *out)
 
 int hk_gzip(const uint8_t *data, size_t n, hk_buf *out)
 {
+    if (n > UINT32_MAX) return -1; /* zlib counts in 32 bits: one deflate call can't take more */
     z_stream z;
     memset(&z, 0, sizeof(z));
     /* windowBits 15 + 16 asks zlib for a gzip header and trailer */
@@ -134,6 +135,8 @@ int hk_pprof_encode(const hk_profile *p, hk_buf *out, int gzip)
     hk_buf_init(&raw);
     encode_raw(p, &raw);
     int rc = -1;
+    size_t len0 = out->len;
+    int oom0 = out->oom;
     if (!raw.oom) {
         if (gzip) {
             rc = hk_gzip(raw.data, raw.len, out);
@@ -143,5 +146,9 @@ int hk_pprof_encode(const hk_profile *p, hk_buf *out, int gzip)
         }
     }
     hk_buf_free(&raw);
+    if (rc < 0) { /* the contract: out is left as it was */
+        out->len = len0;
+        out->oom = oom0;
+    }
     return rc;
 }

@@ -156,7 +156,7 @@ int64_t hk_profile_total(const hk_profile *p, size_t vi)
 {
     int64_t t = 0;
     if (vi >= p->nvalues) return 0;
-    for (size_t i = 0; i < p->nsamples; i++) t += p->values[i * p->nvalues + vi];
+    for (size_t i = 0; i < p->nsamples; i++) t = hk_add_sat(t, p->values[i * p->nvalues + vi]);
     return t;
 }
 

@@ -86,17 +86,26 @@ int hk_profile_add_sample(hk_profile *p, const uint32_t *locs, uint32_t nloc,
                           const int64_t *values, const hk_label *labels, uint32_t nlabel);
 int hk_profile_add_comment(hk_profile *p, const char *text);
 
+/* Pools stay NULL until something non-empty is stored; NULL + 0 is undefined
+ * behaviour in C, so the accessors return NULL for an empty pool. */
 static inline const int64_t *hk_profile_sample_values(const hk_profile *p, size_t i)
 {
-    return p->values + i * p->nvalues;
+    return p->values ? p->values + i * p->nvalues : NULL;
 }
 static inline const uint32_t *hk_profile_sample_locs(const hk_profile *p, size_t i)
 {
-    return p->loc_pool + p->samples[i].loc_off;
+    return p->loc_pool ? p->loc_pool + p->samples[i].loc_off : NULL;
 }
 static inline const hk_label *hk_profile_sample_labels(const hk_profile *p, size_t i)
 {
-    return p->label_pool + p->samples[i].label_off;
+    return p->label_pool ? p->label_pool + p->samples[i].label_off : NULL;
+}
+/* a + b, clamped to the int64 range: sums of values read from a file must not overflow */
+static inline int64_t hk_add_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (!__builtin_add_overflow(a, b, &r)) return r;
+    return b > 0 ? INT64_MAX : INT64_MIN;
 }
 static inline const hk_location *hk_profile_loc(const hk_profile *p, uint32_t id)
 {

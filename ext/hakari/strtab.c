@@ -16,7 +16,9 @@ static uint64_t hash_bytes(const char *s, size_t len)
 int hk_strtab_init(hk_strtab *t)
 {
     memset(t, 0, sizeof(*t));
-    return hk_strtab_intern(t, "", 0) == 0 ? 0 : -1;
+    if (hk_strtab_intern(t, "", 0) == 0) return 0;
+    hk_strtab_free(t); /* a partial table must not leak */
+    return -1;
 }
 
 void hk_strtab_free(hk_strtab *t)

@@ -60,13 +60,16 @@ int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
         int64_t v = hk_profile_sample_values(p, i)[vi];
         const uint32_t *locs = hk_profile_sample_locs(p, i);
         uint32_t nloc = p->samples[i].nloc;
-        total += v;
-        if (nloc) flat[hk_profile_loc(p, locs[0])->function_id - 1].value += v;
+        total = hk_add_sat(total, v);
+        if (nloc) {
+            row *r = &flat[hk_profile_loc(p, locs[0])->function_id - 1];
+            r->value = hk_add_sat(r->value, v);
+        }
         for (uint32_t j = 0; j < nloc; j++) {
             uint32_t f = hk_profile_loc(p, locs[j])->function_id - 1;
             if (stamp[f] == i + 1) continue;
             stamp[f] = i + 1;
-            cum[f].value += v;
+            cum[f].value = hk_add_sat(cum[f].value, v);
         }
     }
 
