@@ -134,8 +134,33 @@ static void test_failed_growth_leaves_map(void)
     hk_u64_map_free(&m);
 }
 
+/* Deleting from the middle of probe chains (backward shift) keeps every other
+ * key reachable; deleting an absent key is a no-op. */
+static void test_delete(void)
+{
+    hk_u64_map m;
+    hk_u64_map_init(&m);
+    enum { N = 20000 };
+    for (uint64_t k = 1; k <= N; k++) CHECK_INT(hk_u64_map_put(&m, k * 7919, (uint32_t)k), 0);
+    CHECK(!hk_u64_map_del(&m, 7));
+    for (uint64_t k = 1; k <= N; k += 2) CHECK(hk_u64_map_del(&m, k * 7919));
+    CHECK(m.count == N / 2);
+    uint32_t v;
+    for (uint64_t k = 1; k <= N; k++) {
+        int found = hk_u64_map_get(&m, k * 7919, &v);
+        CHECK_MSG(found == (k % 2 == 0) && (!found || v == k), "key %llu", (unsigned long long)k);
+    }
+    for (uint64_t k = 1; k <= N; k += 2) CHECK_INT(hk_u64_map_put(&m, k * 7919, 1), 0);
+    CHECK(m.count == N);
+    hk_u64_map_free(&m);
+    hk_u64_map_init(&m);
+    CHECK(!hk_u64_map_del(&m, 1)); /* empty map */
+    hk_u64_map_free(&m);
+}
+
 int main(void)
 {
+    RUN(test_delete);
     RUN(test_empty);
     RUN(test_put_get_overwrite);
     RUN(test_growth);
