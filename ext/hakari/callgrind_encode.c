@@ -170,9 +170,9 @@ static int collect_call(enc *e, hk_u64_map *index, const hk_ct_node *n)
         e->calls[i] = (call){up->func, up->loc, n->func, hk_profile_loc(e->p, up->loc)->line, 0, 0, 0};
     }
     call *k = &e->calls[i];
-    k->calls = hk_calltree_add(k->calls, calls);
-    k->self = hk_calltree_add(k->self, self);
-    k->wait = hk_calltree_add(k->wait, wait);
+    k->calls = hk_add_sat(k->calls, calls);
+    k->self = hk_add_sat(k->self, self);
+    k->wait = hk_add_sat(k->wait, wait);
     return 0;
 }
 
@@ -184,8 +184,8 @@ static int collect(enc *e, cost *nostack)
     for (size_t i = 0; i < ct->nnodes; i++) {
         const hk_ct_node *n = &ct->nodes[i];
         cost *k = n->parent == HK_CT_NONE ? nostack : &e->cost[n->loc];
-        k->self = hk_calltree_add(k->self, n->self);
-        k->wait = hk_calltree_add(k->wait, n->wait);
+        k->self = hk_add_sat(k->self, n->self);
+        k->wait = hk_add_sat(k->wait, n->wait);
         if (n->parent == HK_CT_NONE) continue;
         if (!k->used) {
             k->used = 1;
@@ -220,8 +220,8 @@ int hk_callgrind_encode(const hk_profile *p, hk_buf *out)
 
     int64_t self = clamp(nostack.self), wait = clamp(nostack.wait);
     for (size_t s = 0; s < e.nsites; s++) {
-        self = hk_calltree_add(self, clamp(e.cost[e.sites[s].loc].self));
-        wait = hk_calltree_add(wait, clamp(e.cost[e.sites[s].loc].wait));
+        self = hk_add_sat(self, clamp(e.cost[e.sites[s].loc].self));
+        wait = hk_add_sat(wait, clamp(e.cost[e.sites[s].loc].wait));
     }
     header(&e, self, wait);
     body(&e);

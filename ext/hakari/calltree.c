@@ -9,6 +9,7 @@
  */
 #include "calltree.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,12 +104,14 @@ static int insert(builder *b, size_t i, char *err, size_t errlen)
     for (uint32_t j = nloc; j-- > 0;) {
         uint32_t loc = locs[j], f;
         if (loc == 0 || loc > p->nlocations) {
-            set_err(err, errlen, "sample %zu: location id %u out of range 1..%zu", i, loc, p->nlocations);
+            set_err(err, errlen, "sample %zu: location id %" PRIu32 " out of range 1..%zu", i, loc,
+                    p->nlocations);
             return -2;
         }
         f = hk_profile_loc(p, loc)->function_id;
         if (f == 0 || f > p->nfunctions) {
-            set_err(err, errlen, "location %u: function id %u out of range 1..%zu", loc, f, p->nfunctions);
+            set_err(err, errlen, "location %" PRIu32 ": function id %" PRIu32 " out of range 1..%zu", loc, f,
+                    p->nfunctions);
             return -2;
         }
         uint64_t key = (uint64_t)at << 32 | loc;
@@ -122,9 +125,9 @@ static int insert(builder *b, size_t i, char *err, size_t errlen)
         at = n;
     }
     hk_ct_node *n = &ct->nodes[at];
-    n->calls = hk_calltree_add(n->calls, value(p, i, ct->calls_vi));
-    n->self = hk_calltree_add(n->self, value(p, i, ct->self_vi));
-    n->wait = hk_calltree_add(n->wait, value(p, i, ct->wait_vi));
+    n->calls = hk_add_sat(n->calls, value(p, i, ct->calls_vi));
+    n->self = hk_add_sat(n->self, value(p, i, ct->self_vi));
+    n->wait = hk_add_sat(n->wait, value(p, i, ct->wait_vi));
     return 0;
 }
 
@@ -132,7 +135,7 @@ static void sum_subtrees(hk_calltree *ct)
 {
     hk_ct_node *nd = ct->nodes;
     for (size_t i = 0; i < ct->nnodes; i++) {
-        nd[i].total = hk_calltree_add(nd[i].self, nd[i].wait);
+        nd[i].total = hk_add_sat(nd[i].self, nd[i].wait);
         nd[i].wait_total = nd[i].wait;
     }
     /* backwards, so each child list comes out in creation order */
@@ -141,9 +144,9 @@ static void sum_subtrees(hk_calltree *ct)
         if (up == HK_CT_NONE) continue;
         nd[i].next_sibling = nd[up].first_child;
         nd[up].first_child = (uint32_t)i;
-        nd[up].total = hk_calltree_add(nd[up].total, nd[i].total);
-        nd[up].wait_total = hk_calltree_add(nd[up].wait_total, nd[i].wait_total);
-        if (ct->sampling) nd[up].calls = hk_calltree_add(nd[up].calls, nd[i].calls);
+        nd[up].total = hk_add_sat(nd[up].total, nd[i].total);
+        nd[up].wait_total = hk_add_sat(nd[up].wait_total, nd[i].wait_total);
+        if (ct->sampling) nd[up].calls = hk_add_sat(nd[up].calls, nd[i].calls);
     }
 }
 
@@ -192,22 +195,22 @@ static int sum_methods_and_edges(builder *b)
     hk_u64_map_init(&index);
     for (size_t i = 0; i < ct->nnodes; i++) {
         const hk_ct_node *n = &ct->nodes[i];
-        ct->self = hk_calltree_add(ct->self, n->self);
-        ct->wait = hk_calltree_add(ct->wait, n->wait);
+        ct->self = hk_add_sat(ct->self, n->self);
+        ct->wait = hk_add_sat(ct->wait, n->wait);
         if (n->parent == HK_CT_NONE) {
-            ct->total = hk_calltree_add(ct->total, n->total);
-            ct->unattributed = hk_calltree_add(ct->unattributed, hk_calltree_add(n->self, n->wait));
-            if (ct->sampling) ct->calls = hk_calltree_add(ct->calls, n->calls);
+            ct->total = hk_add_sat(ct->total, n->total);
+            ct->unattributed = hk_add_sat(ct->unattributed, hk_add_sat(n->self, n->wait));
+            if (ct->sampling) ct->calls = hk_add_sat(ct->calls, n->calls);
             continue;
         }
-        if (!ct->sampling) ct->calls = hk_calltree_add(ct->calls, n->calls);
+        if (!ct->sampling) ct->calls = hk_add_sat(ct->calls, n->calls);
         int64_t calls = ct->sampling && !n->outer ? 0 : n->calls;
         hk_ct_method *m = &ct->methods[n->func - 1];
         m->nnodes++;
-        m->calls = hk_calltree_add(m->calls, calls);
-        m->self = hk_calltree_add(m->self, n->self);
-        m->wait = hk_calltree_add(m->wait, n->wait);
-        if (n->outer) m->total = hk_calltree_add(m->total, n->total);
+        m->calls = hk_add_sat(m->calls, calls);
+        m->self = hk_add_sat(m->self, n->self);
+        m->wait = hk_add_sat(m->wait, n->wait);
+        if (n->outer) m->total = hk_add_sat(m->total, n->total);
 
         uint32_t caller = ct->nodes[n->parent].func, e;
         if (caller == 0) continue;
@@ -222,11 +225,11 @@ static int sum_methods_and_edges(builder *b)
             ct->edges[e].callee = n->func;
         }
         hk_ct_edge *ed = &ct->edges[e];
-        ed->calls = hk_calltree_add(ed->calls, calls);
+        ed->calls = hk_add_sat(ed->calls, calls);
         if (!n->outer) continue;
-        ed->total = hk_calltree_add(ed->total, n->total);
-        ed->self = hk_calltree_add(ed->self, n->self);
-        ed->wait = hk_calltree_add(ed->wait, n->wait);
+        ed->total = hk_add_sat(ed->total, n->total);
+        ed->self = hk_add_sat(ed->self, n->self);
+        ed->wait = hk_add_sat(ed->wait, n->wait);
     }
     for (size_t f = 0; f < ct->nmethods; f++) {
         hk_ct_method *m = &ct->methods[f];

@@ -76,14 +76,8 @@ void hk_calltree_free(hk_calltree *ct);
 /* name of the measure (the self value's sample type), e.g. "wall" */
 const char *hk_calltree_measure(const hk_calltree *ct);
 
-/* addition that sticks at INT64_MIN/MAX instead of overflowing: values come
- * from decoded files and may be anything */
-static inline int64_t hk_calltree_add(int64_t a, int64_t b)
-{
-    int64_t r;
-    if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
-    return r;
-}
+/* a - b clamped to the int64 range, the partner of profile.h's hk_add_sat:
+ * values come from decoded files and may be anything */
 static inline int64_t hk_calltree_sub(int64_t a, int64_t b)
 {
     int64_t r;

@@ -64,9 +64,17 @@ static inline int64_t measure_now(const hk_tcontext *c) { return T.paused ? c->p
 
 /* ---- methods --------------------------------------------------------------- */
 
+static int own_method(VALUE klass)
+{
+    if (klass == T.own_singleton || klass == T.native_singleton) return 1;
+    for (size_t i = 0; i < sizeof(T.own_classes) / sizeof(T.own_classes[0]); i++)
+        if (klass == T.own_classes[i]) return 1;
+    return 0;
+}
+
 static int method_excluded(VALUE klass, ID mid)
 {
-    if (klass == T.own_singleton || klass == T.native_singleton) return 1; /* hakari's own API */
+    if (own_method(klass)) return 1; /* hakari's own API is never part of the profile */
     if (NIL_P(T.cfg.exclude) || RARRAY_LEN(T.cfg.exclude) == 0) return 0;
     VALUE label = hk_trace_method_label(klass, mid);
     for (long i = 0; i < RARRAY_LEN(T.cfg.exclude); i++) {
@@ -250,7 +258,7 @@ static void pop_frame(hk_tcontext *c, int64_t now)
  * with the time since the root started as its total. */
 static void adopt_caller(hk_tcontext *c, uint32_t m, int64_t now)
 {
-    if (T.methods[m].klass == T.own_singleton || T.methods[m].klass == T.native_singleton) return; /* the start's own frames */
+    if (own_method(T.methods[m].klass)) return; /* the start's own frames */
     T.unmatched_returns++;
     if (T.paused || T.methods[m].excluded) return;
     hk_troot *r = &T.roots[c->root];
@@ -354,6 +362,10 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
     VALUE mod = rb_const_get(rb_cObject, rb_intern("Hakari"));
     T.own_singleton = rb_singleton_class(mod);
     T.native_singleton = rb_singleton_class(rb_const_get(mod, rb_intern("Native")));
+    for (size_t i = 0; i < sizeof(T.own_classes) / sizeof(T.own_classes[0]); i++) T.own_classes[i] = Qundef;
+    T.own_classes[0] = rb_const_get(mod, rb_intern("Profile"));
+    if (rb_const_defined(mod, rb_intern("Autorun")))
+        T.own_classes[1] = rb_singleton_class(rb_const_get(mod, rb_intern("Autorun")));
     /* method 0 is the context root; node ids come from new_node */
     if (grow((void **)&T.methods, &T.methods_cap, 1, sizeof(*T.methods)) < 0) goto oom;
     uint32_t none[4] = {0, 0, 0, 0};
@@ -460,6 +472,7 @@ void hk_tracer_mark(void)
         rb_gc_mark(T.contexts[i]->thread);
     }
     for (size_t i = 0; i < T.nroots; i++) rb_gc_mark(T.roots[i].thread);
+    for (size_t i = 0; i < sizeof(T.own_classes) / sizeof(T.own_classes[0]); i++) rb_gc_mark(T.own_classes[i]);
     rb_gc_mark(T.cfg.exclude);
     rb_gc_mark(T.cfg.threads);
     rb_gc_mark(T.cfg.exclude_threads);

@@ -38,6 +38,7 @@ typedef struct hk_tracer {
     /* immutable after start */
     hk_tracer_config cfg;
     VALUE own_singleton, native_singleton;
+    VALUE own_classes[4];             /* more of hakari's own: Autorun's singleton, Profile */
     int64_t start_real_ns, start_mono_ns;
     /* owned by the GVL */
     int running, paused, forked;

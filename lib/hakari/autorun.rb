@@ -48,6 +48,7 @@ module Hakari
     def start_options(env = ENV)
       opts = {}
       opts[:mode] = env[S::ENV_MODE].to_sym if env[S::ENV_MODE]
+      opts[:measure] = env[S::ENV_MEASURE].to_sym if env[S::ENV_MEASURE]
       opts[:frequency] = Integer(env[S::ENV_FREQUENCY], 10) if env[S::ENV_FREQUENCY]
       opts[:verbose] = true if env[S::ENV_VERBOSE] == "1"
       opts

@@ -13,7 +13,7 @@ module Hakari
     module Options
       DEFAULT_OUTPUT = "hakari.pb.gz"
 
-      Parsed = Struct.new(:mode, :frequency, :output, :format, :print,
+      Parsed = Struct.new(:mode, :measure, :frequency, :output, :format, :print,
                           :verbose, :report, :argv, keyword_init: true)
 
       module_function
@@ -25,6 +25,9 @@ module Hakari
                        report: name == "exec")
         rest = parser(name, o).order(argv) # order: stop at the command, so its own flags stay its own
         raise UsageError, "#{name} needs a command to run (e.g. hakari #{name} ruby app.rb)" if rest.empty?
+        if o.measure && o.mode != :trace
+          raise UsageError, "--measure applies to -m trace (mode is #{o.mode})"
+        end
         o.argv = rest
         # record always writes a file, unless -p alone asked for the report on stdout instead
         o.output ||= DEFAULT_OUTPUT if name == "record" && !o.print
@@ -49,6 +52,7 @@ module Hakari
         op.base.long.clear
         op.base.short.clear
         op.on("-m", "--mode MODE") { |v| o.mode = parse_mode(v) }
+        op.on("--measure MEASURE") { |v| o.measure = parse_measure(v) }
         op.on("-f", "--frequency HZ") { |v| o.frequency = parse_frequency(v) }
         op.on("-o", "--output PATH") { |v| o.output = v }
         op.on("--format FORMAT") { |v| o.format = parse_format(v) }
@@ -63,6 +67,12 @@ module Hakari
         m = value.to_sym
         return m if Hakari::MODES.include?(m)
         raise UsageError, "unknown mode #{value.inspect} (expected #{either(Hakari::MODES)})"
+      end
+
+      def parse_measure(value)
+        m = value.to_sym
+        return m if Hakari::MEASURES.include?(m)
+        raise UsageError, "unknown measure #{value.inspect} (expected #{either(Hakari::MEASURES)})"
       end
 
       # The engine's range, checked here too so a bad value fails before the command runs.

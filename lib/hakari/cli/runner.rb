@@ -50,6 +50,7 @@ module Hakari
         env = Session::ALL_ENV.to_h { |k| [k, nil] }
         env[Session::ENV_DIR] = dir
         env[Session::ENV_MODE] = @o.mode.to_s
+        env[Session::ENV_MEASURE] = @o.measure.to_s if @o.measure
         env[Session::ENV_FREQUENCY] = @o.frequency.to_s
         env[Session::ENV_OUTPUT] = @o.output if @o.output
         env[Session::ENV_FORMAT] = @o.format.to_s if @o.format

@@ -8,14 +8,15 @@ module Hakari
     # It must stay free of profiling code: every Ruby process of the command loads it.
     module Session
       ENV_DIR       = "HAKARI_SESSION"    # session dir made by the CLI; unset = standalone autorun
-      ENV_MODE      = "HAKARI_MODE"       # cpu | wall
+      ENV_MODE      = "HAKARI_MODE"       # cpu | wall | trace
+      ENV_MEASURE   = "HAKARI_MEASURE"    # with trace: wall | cpu | allocations
       ENV_FREQUENCY = "HAKARI_FREQUENCY"  # Hz
       ENV_OUTPUT    = "HAKARI_OUTPUT"     # absolute path of the profile file; unset under a session = no file
       ENV_FORMAT    = "HAKARI_FORMAT"     # pprof | collapsed | text; unset = from the extension
       ENV_VERBOSE   = "HAKARI_VERBOSE"    # 1 = Hakari.start(verbose: true)
       ENV_REPORT    = "HAKARI_REPORT"     # 1 = also leave the text report in the session dir
       ENV_CLAIMED   = "HAKARI_CLAIMED"    # standalone only: pid of the process that profiles
-      ALL_ENV = [ENV_DIR, ENV_MODE, ENV_FREQUENCY, ENV_OUTPUT, ENV_FORMAT,
+      ALL_ENV = [ENV_DIR, ENV_MODE, ENV_MEASURE, ENV_FREQUENCY, ENV_OUTPUT, ENV_FORMAT,
                  ENV_VERBOSE, ENV_REPORT, ENV_CLAIMED].freeze
 
       CLAIM_FILE  = "claim"       # created O_EXCL by the first Ruby process; holds its pid

@@ -24,7 +24,8 @@ module Hakari
       private
 
       def header
-        " Performance stats for '#{Shellwords.join(@o.argv)}' (#{@o.mode} mode, #{@o.frequency} Hz):"
+        how = @o.mode == :trace ? "#{@o.measure || :wall} measure" : "#{@o.frequency} Hz"
+        " Performance stats for '#{Shellwords.join(@o.argv)}' (#{@o.mode} mode, #{how}):"
       end
 
       def command_lines
@@ -52,15 +53,24 @@ module Hakari
               "GC time (#{int(n["gc_count"])} GCs: #{int(n["gc_minor"])} minor, #{int(n["gc_major"])} major)"),
           row(int(n["allocated_objects"]), "", "allocated objects"),
           row(int(n["freed_objects"]), "", "freed objects"),
-          row(int(n["sample_count"]), "",
-              "samples / #{int(n["trigger_count"])} triggers (#{int(n["dropped_count"])} dropped)"),
-          row(pct(n["sampling_time_ns"], n["duration_ns"]), "%",
-              "profiler overhead (#{ms(n["sampling_time_ns"])} ms sampling in #{ms(n["duration_ns"])} ms)"),
+          *(@p["mode"] == "trace" ? trace_lines(n) : sampling_lines(n)),
         ]
       end
 
+      def sampling_lines(n)
+        [row(int(n["sample_count"]), "",
+             "samples / #{int(n["trigger_count"])} triggers (#{int(n["dropped_count"])} dropped)"),
+         row(pct(n["sampling_time_ns"], n["duration_ns"]), "%",
+             "profiler overhead (#{ms(n["sampling_time_ns"])} ms sampling in #{ms(n["duration_ns"])} ms)")]
+      end
+
+      def trace_lines(n)
+        [row(int(n["call_count"]), "", "calls traced (#{int(n["event_count"])} events, #{@p["measure"]} measure)"),
+         row(int(n["method_count"]), "", "methods in #{int(n["node_count"])} call paths")]
+      end
+
       def verbose_lines
-        return [] unless @o.verbose && @p["status"] == "ok"
+        return [] unless @o.verbose && @p["status"] == "ok" && @p["mode"] != "trace"
         n = ->(key) { @p.fetch(key, "0").to_i }
         calls = n["sampling_count"]
         avg_us = calls.zero? ? 0.0 : n["sampling_time_ns"] / 1000.0 / calls
