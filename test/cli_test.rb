@@ -312,7 +312,7 @@ class CLITest < Minitest::Test
   # --- bad input: one line, exit 2, nothing run, nothing written ------------------
 
   BAD = {
-    %w[record -m bogus] => /unknown mode "bogus" \(expected cpu or wall\)/,
+    %w[record -m bogus] => /unknown mode "bogus" \(expected cpu, wall or trace\)/,
     %w[stat --mode=bogus] => /unknown mode "bogus"/,
     %w[record -f 0] => /invalid frequency "0" \(expected an integer from 1 to 10000 Hz\)/,
     %w[record -f -1] => /invalid frequency "-1"/,
