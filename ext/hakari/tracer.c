@@ -297,7 +297,9 @@ static void on_return(hk_tcontext *c, uint32_t m, int64_t now)
     pop_frame(c, now);
 }
 
-/* ctx: GVL — RUBY_EVENT_FIBER_SWITCH, in the fiber switched to */
+/* ctx: GVL — RUBY_EVENT_FIBER_SWITCH in the fiber switched to, and
+ * RUBY_EVENT_THREAD_BEGIN in a new thread (whose native thread may be a reused
+ * one, with a stale TLS context) */
 static void fiber_switch_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
 {
     if (T.running) context_of(rb_fiber_current());
@@ -384,7 +386,7 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
     if (T.forked) T.forked = 0; /* a hook left by a fork is still installed: reuse it */
     else {
         rb_add_event_hook(trace_hook, RUBY_EVENT_CALL | RUBY_EVENT_RETURN | RUBY_EVENT_C_CALL | RUBY_EVENT_C_RETURN, Qnil);
-        rb_add_event_hook(fiber_switch_hook, RUBY_EVENT_FIBER_SWITCH, Qnil);
+        rb_add_event_hook(fiber_switch_hook, RUBY_EVENT_FIBER_SWITCH | RUBY_EVENT_THREAD_BEGIN, Qnil);
     }
     return 0;
 oom:
