@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "calltree.h"
+#include "intern_table.h"
 #include "u64_map.h"
 
 typedef struct cost { int64_t self, wait; int used; } cost;
@@ -29,6 +30,7 @@ typedef struct enc {
     hk_buf *out;
     uint32_t *file_ids, *fn_ids; /* compressed ids by string index / function id, 0 = unused yet */
     uint32_t nfile, nfn;
+    uint8_t *shared;             /* by function id: another function has its name and file */
     cost *cost;                  /* by location id */
     site *sites; size_t nsites;
     call *calls; size_t ncalls, calls_cap;
@@ -81,8 +83,36 @@ static void put_fn(enc *e, const char *key, uint32_t func)
     }
     e->fn_ids[func] = ++e->nfn;
     hk_buf_printf(e->out, "%s=(%" PRIu32 ") ", key, e->nfn);
-    put_text(e->out, func ? hk_profile_str(e->p, hk_profile_func(e->p, func)->name) : "[no stack]");
+    const hk_function *f = func ? hk_profile_func(e->p, func) : NULL;
+    put_text(e->out, f ? hk_profile_str(e->p, f->name) : "[no stack]");
+    if (f && e->shared[func] && f->start_line > 0) hk_buf_printf(e->out, ":%" PRId64, f->start_line);
     hk_buf_putc(e->out, '\n');
+}
+
+/* readers know a function by file and name, and Ruby has many "block in x"
+ * in one file: those get their first line appended, or they would merge */
+static int mark_shared_names(enc *e)
+{
+    const hk_profile *p = e->p;
+    hk_intern_table seen;
+    hk_intern_init(&seen);
+    uint32_t *first = malloc((p->nfunctions + 1) * sizeof(*first));
+    if (!first) return -1;
+    for (uint32_t f = 1; f <= p->nfunctions; f++) {
+        uint32_t key[2] = {hk_profile_func(p, f)->name, hk_profile_func(p, f)->filename};
+        size_t known = hk_intern_count(&seen);
+        int64_t id = hk_intern_seq(&seen, key, 2);
+        if (id < 0) {
+            free(first);
+            hk_intern_free(&seen);
+            return -1;
+        }
+        if ((size_t)id == known) first[id] = f;
+        else e->shared[f] = e->shared[first[id]] = 1;
+    }
+    free(first);
+    hk_intern_free(&seen);
+    return 0;
 }
 
 static void put_cost(enc *e, int64_t line, int64_t self, int64_t wait)
@@ -213,10 +243,13 @@ int hk_callgrind_encode(const hk_profile *p, hk_buf *out)
     if (!e.ct) return -1;
     e.file_ids = calloc(p->strings.count + 1, sizeof(*e.file_ids));
     e.fn_ids = calloc(p->nfunctions + 1, sizeof(*e.fn_ids));
+    e.shared = calloc(p->nfunctions + 1, 1);
     e.cost = calloc(p->nlocations + 1, sizeof(*e.cost));
     e.sites = malloc((p->nlocations + 1) * sizeof(*e.sites));
     cost nostack = {0, 0, 0};
-    if (!e.file_ids || !e.fn_ids || !e.cost || !e.sites || collect(&e, &nostack) < 0) goto fail;
+    if (!e.file_ids || !e.fn_ids || !e.shared || !e.cost || !e.sites || mark_shared_names(&e) < 0 ||
+        collect(&e, &nostack) < 0)
+        goto fail;
 
     int64_t self = clamp(nostack.self), wait = clamp(nostack.wait);
     for (size_t s = 0; s < e.nsites; s++) {
@@ -239,6 +272,7 @@ fail:
     hk_calltree_free((hk_calltree *)e.ct);
     free(e.file_ids);
     free(e.fn_ids);
+    free(e.shared);
     free(e.cost);
     free(e.sites);
     free(e.calls);

@@ -7,6 +7,8 @@
  *   cfl= / cfn= / calls=COUNT TARGETLINE, then "LINE INCLUSIVE…" at the
  *                                        caller's line, per call site
  *   summary: / totals:                   the sums of the self cost lines
+ * Functions sharing a file and a name (Ruby blocks) get ":<first line>"
+ * appended, since readers know a function by file and name.
  * Inclusive costs follow the call tree's rule (calltree.h): a call made inside
  * another call of the same method counts as a call with no cost, so inclusive
  * sums never exceed the totals. Threads are merged. Negative values (from a

@@ -1,11 +1,13 @@
 /* calltree.c — see calltree.h.
  * Build order: (1) insert every sample's path into the trie, children found
- * through a (parent, location) map, the values landing on the path's last
- * node; (2) link children and sum subtrees backwards (parents have lower
- * indexes); (3) one iterative depth-first walk with a per-function "on the
- * path" counter marks outer nodes and recursive methods — iterative because
- * paths can be thousands deep; (4) per-method and per-edge sums; (5) the edge
- * lists of each method as index arrays. Every step is linear in the nodes.
+ * through a (parent, location) map — except for the root-side part shared
+ * with the previous sample's path, whose nodes are kept — the values landing
+ * on the path's last node; (2) link children and sum subtrees backwards
+ * (parents have lower indexes); (3) one iterative depth-first walk with a
+ * per-function "on the path" counter marks outer nodes and recursive methods
+ * — iterative because paths can be thousands deep; (4) per-method and
+ * per-edge sums; (5) the edge lists of each method as index arrays. Step (1)
+ * is linear in the total path length, the others in the nodes.
  */
 #include "calltree.h"
 
@@ -25,6 +27,10 @@ typedef struct builder {
     hk_u64_map children;   /* (parent << 32 | location) -> node */
     hk_intern_table threads; /* {kind, lo, hi} of the thread label -> thread */
     uint32_t thread_key;   /* string index of "thread", 0 if none */
+    /* the previous sample's path: its root, locations and node at each depth */
+    uint32_t prev_root, prev_nloc;
+    const uint32_t *prev_locs;
+    uint32_t *path; size_t path_cap;
 } builder;
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -97,11 +103,19 @@ static int insert(builder *b, size_t i, char *err, size_t errlen)
 {
     const hk_profile *p = b->p;
     hk_calltree *ct = b->ct;
-    int64_t at = root_of(b, i);
-    if (at < 0) return -1;
+    int64_t root = root_of(b, i), at = root;
+    if (root < 0) return -1;
     uint32_t nloc = p->samples[i].nloc;
     const uint32_t *locs = nloc ? hk_profile_sample_locs(p, i) : NULL;
-    for (uint32_t j = nloc; j-- > 0;) {
+    if (grow((void **)&b->path, &b->path_cap, (size_t)nloc + 1, sizeof(*b->path)) < 0) return -1;
+    /* the root-side part this path shares with the previous one is in the
+     * trie already (and checked): a tracer writes nodes in tree order, so it
+     * is most of the path, and comparing is far cheaper than looking up */
+    uint32_t d = 0;
+    if (root == b->prev_root)
+        while (d < nloc && d < b->prev_nloc && locs[nloc - 1 - d] == b->prev_locs[b->prev_nloc - 1 - d])
+            at = b->path[d++];
+    for (uint32_t j = nloc - d; j-- > 0; d++) {
         uint32_t loc = locs[j], f;
         if (loc == 0 || loc > p->nlocations) {
             set_err(err, errlen, "sample %zu: location id %" PRIu32 " out of range 1..%zu", i, loc,
@@ -116,14 +130,16 @@ static int insert(builder *b, size_t i, char *err, size_t errlen)
         }
         uint64_t key = (uint64_t)at << 32 | loc;
         uint32_t child;
-        if (hk_u64_map_get(&b->children, key, &child)) {
-            at = child;
-            continue;
+        if (!hk_u64_map_get(&b->children, key, &child)) {
+            int64_t n = new_node(b, (uint32_t)at, loc, f, ct->nodes[at].thread);
+            if (n < 0 || hk_u64_map_put(&b->children, key, (uint32_t)n) < 0) return -1;
+            child = (uint32_t)n;
         }
-        int64_t n = new_node(b, (uint32_t)at, loc, f, ct->nodes[at].thread);
-        if (n < 0 || hk_u64_map_put(&b->children, key, (uint32_t)n) < 0) return -1;
-        at = n;
+        b->path[d] = (uint32_t)(at = child);
     }
+    b->prev_root = (uint32_t)root;
+    b->prev_locs = locs;
+    b->prev_nloc = nloc;
     hk_ct_node *n = &ct->nodes[at];
     n->calls = hk_add_sat(n->calls, value(p, i, ct->calls_vi));
     n->self = hk_add_sat(n->self, value(p, i, ct->self_vi));
@@ -317,6 +333,7 @@ hk_calltree *hk_calltree_build(const hk_profile *p, char *err, size_t errlen)
     memset(&b, 0, sizeof(b));
     hk_u64_map_init(&b.children);
     hk_intern_init(&b.threads);
+    b.prev_root = HK_CT_NONE;
     if (!p || p->nvalues == 0) {
         set_err(err, errlen, "profile has no sample types (need calls or samples, and a measure)");
         goto fail;
@@ -335,6 +352,8 @@ hk_calltree *hk_calltree_build(const hk_profile *p, char *err, size_t errlen)
     }
     hk_u64_map_free(&b.children);
     hk_intern_free(&b.threads);
+    free(b.path);
+    b.path = NULL;
     sum_subtrees(b.ct);
     if (mark_outer(b.ct) < 0 || sum_methods_and_edges(&b) < 0 || list_edges(b.ct) < 0) goto oom;
     return b.ct;
@@ -343,6 +362,7 @@ oom:
 fail:
     hk_u64_map_free(&b.children);
     hk_intern_free(&b.threads);
+    free(b.path);
     hk_calltree_free(b.ct);
     return NULL;
 }

@@ -6,14 +6,16 @@
  * node, or a sampling profile (samples/count, a time or count value) where
  * each sample is a stack. Locations are leaf first; a numeric (or string)
  * "thread" label picks the root, so equal paths of different threads stay
- * distinct nodes while methods merge threads.
- * Layout: `nodes` is a trie over location ids, roots first created per thread;
- * a parent's index is always below its children's, so one backward pass sums
- * subtrees. `methods` is indexed by function id - 1; `edges` are (caller,
- * callee) function pairs, listed per method in the caller_edges/callee_edges
- * index arrays. Recursion: a node is `outer` when its function does not occur
- * above it; totals, edge times and (for sampling) counts add outer nodes only,
- * so nothing is counted twice; tracing call counts add every node.
+ * distinct nodes (samples with equal path and thread add up) while methods
+ * merge threads.
+ * Layout: `nodes` is a trie over location ids with one root per thread (no
+ * location, function 0); a parent's index is always below its children's,
+ * so one backward pass sums subtrees. `methods` is indexed by function id
+ * - 1; `edges` are (caller, callee) function pairs, listed per method in the
+ * caller_edges/callee_edges index arrays. Recursion: a node is `outer` when
+ * its function does not occur above it; totals, edge times and (for
+ * sampling) counts add outer nodes only, so nothing is counted twice;
+ * tracing call counts add every node.
  * ctx: core (plain C, no ruby.h), pure; the tree is a snapshot of the profile.
  */
 #ifndef HK_CALLTREE_H

@@ -65,6 +65,8 @@ static hk_thread *thread_add(VALUE th, int64_t prev_clock)
     t->thread = th;
     t->seq = 0; /* numbered at its first sample, so sequence numbers say "first seen" order */
     t->prev_clock = prev_clock;
+    t->clock = CLOCK_MONOTONIC;
+    t->has_clock = 0;
     return t;
 }
 
@@ -216,17 +218,42 @@ static int64_t intern_current_stack(int n, int truncated)
     return stack;
 }
 
+/* The thread's clock at the latest tick, if the handler read this thread's
+ * clock; else its clock now (cpu mode after another thread was sampled). */
+static int64_t clock_at_tick(hk_thread *t)
+{
+    uint32_t s1 = __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE);
+    clockid_t c = S.tick.clock;
+    int64_t v = S.tick.value;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint32_t s2 = __atomic_load_n(&S.tick.seq, __ATOMIC_RELAXED);
+    if (s1 == s2 && !(s1 & 1) && c == t->clock && v >= 0) return v;
+    return hk_clock_ns(t->clock);
+}
+
 static void take_sample(void)
 {
     VALUE th = rb_thread_current();
-    int64_t now = hk_clock_ns(mode_clock());
     hk_thread *t = thread_find(th);
     if (!t) t = thread_add(th, -1);
     if (!t) { S.dropped_count++; return; }
     if (!t->seq) t->seq = ++S.nseq;
+    if (!t->has_clock) {
+        t->clock = CLOCK_MONOTONIC;
+        if (S.cfg.mode == HK_MODE_CPU && pthread_getcpuclockid(pthread_self(), &t->clock) != 0)
+            t->clock = CLOCK_THREAD_CPUTIME_ID;
+        t->has_clock = 1;
+    }
+    /* Weigh the sample up to the tick, not up to now: the time between the tick
+     * and this safepoint (the rest of a long C call) belongs with the next
+     * sample, which is how each tick's period goes to the stack seen at it. */
+    int64_t now = clock_at_tick(t);
     int64_t weight = t->prev_clock < 0 ? 1000000000LL / S.cfg.frequency : now - t->prev_clock;
     if (weight < 0) weight = 0;
-    t->prev_clock = now;
+    else t->prev_clock = now;
+    /* cpu mode: the handler reads the clock of the thread most likely to run the next job */
+    if (S.cfg.mode == HK_MODE_CPU && t->clock != CLOCK_THREAD_CPUTIME_ID)
+        __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED);
 
     int max = S.cfg.max_depth;
     int n = rb_profile_frames(0, max + 1, S.frame_buf, S.line_buf);
@@ -253,10 +280,19 @@ static void sample_job(void *arg)
     S.sampling_time_ns += (uint64_t)(hk_clock_ns(CLOCK_MONOTONIC) - t0);
 }
 
-/* ctx: signal (the timer worker's handler) — async-signal-safe only */
+/* ctx: signal (the timer worker's handler) — async-signal-safe only
+ * (clock_gettime is). Reading a thread's CPU clock here is a system call, but
+ * on the worker thread, not on the profiled one. */
 static void on_timer(void)
 {
     __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
+    clockid_t c = __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED);
+    struct timespec ts;
+    int64_t v = clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1;
+    __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
+    S.tick.clock = c;
+    S.tick.value = v;
+    __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     rb_postponed_job_trigger(job_handle);
 #else
@@ -313,6 +349,9 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    S.tick_target = CLOCK_MONOTONIC;
+    S.tick.clock = (clockid_t)-1; /* no tick yet */
+    if (cfg->mode == HK_MODE_CPU) pthread_getcpuclockid(pthread_self(), &S.tick_target);
     S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     register_existing_threads();
@@ -376,7 +415,7 @@ static void take_tail_sample(void)
 {
     hk_thread *t = thread_find(rb_thread_current());
     if (!t || t->prev_clock < 0) return;
-    int64_t weight = hk_clock_ns(mode_clock()) - t->prev_clock;
+    int64_t weight = hk_clock_ns(t->has_clock ? t->clock : mode_clock()) - t->prev_clock;
     if (weight <= 0) return;
     int max = S.cfg.max_depth;
     int n = rb_profile_frames(0, max, S.frame_buf, S.line_buf);

@@ -59,8 +59,18 @@ typedef struct hk_sampler_stats {
 typedef struct hk_thread {
     VALUE thread;
     uint32_t seq;        /* 1-based, in order of first sample; 0 = not sampled yet */
-    int64_t prev_clock;  /* this thread's clock at its previous sample (ns) */
+    int64_t prev_clock;  /* this thread's clock where its previous sample's weight ended (ns) */
+    clockid_t clock;     /* the clock its weights are read on; set at its first sample */
+    int has_clock;
 } hk_thread;
+
+/* The clock reading taken by the timer's signal handler at the tick, published
+ * to the job with a sequence lock (one writer: the handler). */
+typedef struct hk_tick {
+    volatile uint32_t seq; /* odd while being written */
+    clockid_t clock;
+    int64_t value;         /* ns, or -1 when the clock could not be read */
+} hk_tick;
 
 typedef struct hk_raw_sample {
     uint32_t stack, thread_seq;
@@ -99,6 +109,8 @@ typedef struct hk_sampler {
     uint64_t sampling_count, sample_count, dropped_count, sampling_time_ns;
     /* atomic: written by the timer's signal handler */
     volatile uint64_t trigger_count;
+    hk_tick tick;
+    clockid_t tick_target;  /* the clock the handler reads: the last sampled thread's (cpu), or monotonic */
 } hk_sampler;
 
 extern hk_sampler hk_the_sampler;
@@ -119,10 +131,11 @@ void hk_sampler_init(void);
 /* profile_build.c — ctx: GVL (allocates Ruby strings while resolving names) */
 hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *stats);
 
+/* ns on clock c; 0 if it cannot be read (the CPU clock of a thread that ended) */
 static inline int64_t hk_clock_ns(clockid_t c)
 {
     struct timespec ts;
-    clock_gettime(c, &ts);
+    if (clock_gettime(c, &ts) != 0) return 0;
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
