@@ -247,8 +247,10 @@ class ApiTest < Minitest::Test
 
   def test_timer_uses_a_thread_directed_signal_on_linux
     skip_unless_linux = RUBY_PLATFORM.include?("linux")
-    data = Hakari.start { Workloads.spin(0.01) }
+    data = Hakari.start(mode: :wall) { Workloads.spin(0.01) }
     assert_equal "timer_create(SIGEV_THREAD_ID)", data[:timer] if skip_unless_linux
+    data = Hakari.start(mode: :cpu) { Workloads.spin(0.01) }
+    assert_equal "perf_event task-clock per thread", data[:timer] if skip_unless_linux
   end
 
   def test_exception_in_block_stops_and_propagates

@@ -228,8 +228,7 @@ static int sum_methods_and_edges(builder *b)
         m->wait = hk_add_sat(m->wait, n->wait);
         if (n->outer) m->total = hk_add_sat(m->total, n->total);
 
-        uint32_t caller = ct->nodes[n->parent].func, e;
-        if (caller == 0) continue;
+        uint32_t caller = ct->nodes[n->parent].func, e; /* 0: called from a thread root */
         uint64_t key = (uint64_t)caller << 32 | n->func;
         if (!hk_u64_map_get(&index, key, &e)) {
             if (grow((void **)&ct->edges, &b->edges_cap, ct->nedges + 1, sizeof(*ct->edges)) < 0 ||
@@ -270,7 +269,7 @@ static int list_edges(hk_calltree *ct)
     if (!ct->caller_edges || !ct->callee_edges) return -1;
     for (size_t e = 0; e < ct->nedges; e++) {
         ct->methods[ct->edges[e].callee - 1].ncallers++;
-        ct->methods[ct->edges[e].caller - 1].ncallees++;
+        if (ct->edges[e].caller) ct->methods[ct->edges[e].caller - 1].ncallees++;
     }
     uint32_t in = 0, out = 0;
     for (size_t f = 0; f < ct->nmethods; f++) {
@@ -283,8 +282,9 @@ static int list_edges(hk_calltree *ct)
     }
     for (size_t e = 0; e < ct->nedges; e++) {
         hk_ct_method *to = &ct->methods[ct->edges[e].callee - 1];
-        hk_ct_method *from = &ct->methods[ct->edges[e].caller - 1];
         ct->caller_edges[to->callers_off + to->ncallers++] = (uint32_t)e;
+        if (!ct->edges[e].caller) continue;
+        hk_ct_method *from = &ct->methods[ct->edges[e].caller - 1];
         ct->callee_edges[from->callees_off + from->ncallees++] = (uint32_t)e;
     }
     return 0;

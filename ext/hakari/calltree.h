@@ -49,7 +49,9 @@ typedef struct hk_ct_method {
     uint32_t callees_off, ncallees;    /* into callee_edges */
 } hk_ct_method;
 
-/* calls from caller to callee; times are those of the callee's outer nodes */
+/* calls from caller to callee; times are those of the callee's outer nodes,
+ * so the edges into a method add up to its total. Caller 0 stands for the
+ * thread roots: such an edge is among the callee's callers and in no callees. */
 typedef struct hk_ct_edge {
     uint32_t caller, callee;           /* function ids */
     int64_t calls, total, self, wait, child;

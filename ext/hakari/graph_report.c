@@ -51,6 +51,10 @@ static void put_clean(hk_buf *out, const char *s)
 static void put_name(hk_buf *out, const hk_calltree *ct, uint32_t func, int indent, int with_file)
 {
     const hk_profile *p = ct->profile;
+    if (func == 0) { /* the caller of what a thread (or a stack) starts with */
+        hk_buf_printf(out, "%*s   [root]\n", indent, "");
+        return;
+    }
     const hk_function *f = hk_profile_func(p, func);
     hk_buf_printf(out, "%*s%s", indent, "", ct->methods[func - 1].recursive ? "  *" : "   ");
     put_clean(out, hk_profile_str(p, f->name));
@@ -128,7 +132,8 @@ static void legend(hk_buf *out, const hk_calltree *ct)
     const char *calls = ct->sampling ? "samples" : "calls";
     hk_buf_puts(out,
                 "\nEach block is one method, blocks sorted by total. Above the method's own line\n"
-                "(the one with percentages) are its callers, below it its callees.\n"
+                "(the one with percentages) are its callers, below it its callees; [root] is\n"
+                "the start of a thread (or of a stack), so the callers' totals add up to the method's.\n"
                 "  %total, %self  the method's total and self as a share of the whole profile\n"
                 "  total          the method and everything it called; counted once per path\n"
                 "  self           the method itself, without wait\n"

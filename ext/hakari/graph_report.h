@@ -5,7 +5,8 @@
  * child, calls), then its callees ("called/total", total being all calls of
  * the callee). Recursive methods are marked "*": a line between a method and
  * itself counts the inner calls but no time, which the outermost call holds
- * already, so a method's callers' times add up to its total. A header like
+ * already, so a method's callers' times add up to its total ("[root]" is the
+ * caller of what a thread or a stack starts with). A header like
  * the flat report's comes first, a legend last. Sampling profiles read the
  * same with samples for calls. top_n limits the blocks; 0 means every method.
  * ctx: core, pure.

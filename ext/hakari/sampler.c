@@ -21,6 +21,7 @@
 #include <ruby/debug.h>
 #include <ruby/thread.h>
 
+#include "cpu_events.h"
 #include "timer.h"
 
 hk_sampler hk_the_sampler;
@@ -67,27 +68,43 @@ static hk_thread *thread_add(VALUE th, int64_t prev_clock)
     t->prev_clock = prev_clock;
     t->clock = CLOCK_MONOTONIC;
     t->has_clock = 0;
+    t->tid = 0;
+    t->event_fd = -1;
     return t;
 }
 
-#ifdef __linux__
-/* Linux encodes another thread's CPU clock id from its tid (what pthread_getcpuclockid does) */
-static int other_thread_cpu_ns(VALUE th, int64_t *out)
+/* Thread#native_thread_id (Ruby 3.1+), or 0 */
+static int native_tid(VALUE th)
 {
     static ID id_native;
     if (!id_native) id_native = rb_intern("native_thread_id");
-    if (!rb_respond_to(th, id_native)) return -1;
+    if (!rb_respond_to(th, id_native)) return 0;
     VALUE tid = rb_funcall(th, id_native, 0);
-    if (!FIXNUM_P(tid)) return -1;
-    clockid_t c = (clockid_t)(((unsigned int)~(unsigned int)FIX2INT(tid)) << 3) | 6;
+    return FIXNUM_P(tid) ? FIX2INT(tid) : 0;
+}
+
+/* another thread's CPU time, through the clock Linux derives from its tid */
+static int other_thread_cpu_ns(int tid, int64_t *out)
+{
     struct timespec ts;
-    if (clock_gettime(c, &ts) != 0) return -1;
+    if (tid <= 0 || clock_gettime(hk_thread_cpu_clock(tid), &ts) != 0) return -1;
     *out = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
     return 0;
 }
-#else
-static int other_thread_cpu_ns(VALUE th, int64_t *out) { return -1; }
-#endif
+
+/* cpu mode: this thread's CPU time drives its samples (cpu_events.h) */
+static void open_event(hk_thread *t)
+{
+    if (!S.use_events || t->event_fd >= 0 || t->tid <= 0) return;
+    t->event_fd = hk_cpu_event_open(t->tid, S.period_ns, hk_timer_signal(), hk_timer_worker_tid());
+    if (t->event_fd >= 0 && t->event_fd < HK_EVENT_FDS) S.fd_clock[t->event_fd] = hk_thread_cpu_clock(t->tid);
+}
+
+static void close_event(hk_thread *t)
+{
+    hk_cpu_event_close(t->event_fd);
+    t->event_fd = -1;
+}
 
 /* Threads alive at start get a baseline clock now, so their first sample
  * weighs only time spent since start. */
@@ -95,27 +112,39 @@ static void register_existing_threads(void)
 {
     VALUE cur = rb_thread_current();
     VALUE list = rb_funcall(rb_cThread, rb_intern("list"), 0);
-    thread_add(cur, hk_clock_ns(mode_clock()));
+    hk_thread *t = thread_add(cur, hk_clock_ns(mode_clock()));
+    if (t) t->tid = hk_gettid();
     for (long i = 0; i < RARRAY_LEN(list); i++) {
         VALUE th = RARRAY_AREF(list, i);
         if (th == cur) continue;
         int64_t prev = S.start_mono_ns;
-        if (S.cfg.mode == HK_MODE_CPU && other_thread_cpu_ns(th, &prev) < 0)
+        int tid = native_tid(th);
+        if (S.cfg.mode == HK_MODE_CPU && other_thread_cpu_ns(tid, &prev) < 0)
             prev = -1; /* unknown: the first sample will weigh one nominal interval */
-        thread_add(th, prev);
+        t = thread_add(th, prev);
+        if (t) t->tid = tid;
     }
 }
 
-/* RUBY_EVENT_THREAD_BEGIN, in the new thread: its baseline is its clock now.
- * (A native thread may be reused from Ruby's cache, so its CPU clock is not 0.) */
+/* RUBY_EVENT_THREAD_BEGIN, in the new thread: its baseline is its clock now
+ * (a native thread may be reused from Ruby's cache, so its CPU clock is not 0),
+ * and in cpu mode its own counter. RUBY_EVENT_THREAD_END: the counter goes. */
 static void thread_begin_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
 {
     if (!S.running) return;
     VALUE th = rb_thread_current();
-    int64_t now = hk_clock_ns(mode_clock());
     hk_thread *t = thread_find(th);
+    if (ev & RUBY_EVENT_THREAD_END) {
+        if (t) close_event(t); /* a counter per live thread, not per thread ever seen */
+        return;
+    }
+    int64_t now = hk_clock_ns(mode_clock());
     if (t) t->prev_clock = now;
-    else thread_add(th, now);
+    else t = thread_add(th, now);
+    if (t) {
+        t->tid = hk_gettid();
+        open_event(t);
+    }
 }
 
 /* ---- frames, locations, samples --------------------------------------- */
@@ -240,8 +269,7 @@ static void take_sample(void)
     if (!t->seq) t->seq = ++S.nseq;
     if (!t->has_clock) {
         t->clock = CLOCK_MONOTONIC;
-        if (S.cfg.mode == HK_MODE_CPU && pthread_getcpuclockid(pthread_self(), &t->clock) != 0)
-            t->clock = CLOCK_THREAD_CPUTIME_ID;
+        if (S.cfg.mode == HK_MODE_CPU) t->clock = hk_thread_cpu_clock(t->tid ? t->tid : (t->tid = hk_gettid()));
         t->has_clock = 1;
     }
     /* Weigh the sample up to the tick, not up to now: the time between the tick
@@ -283,11 +311,23 @@ static void sample_job(void *arg)
 /* ctx: signal (the timer worker's handler) — async-signal-safe only
  * (clock_gettime is). Reading a thread's CPU clock here is a system call, but
  * on the worker thread, not on the profiled one. */
-static void on_timer(void)
+static void on_timer(int fd)
 {
-    __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
-    clockid_t c = __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED);
     struct timespec ts;
+    clockid_t c = __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED);
+    if (S.use_events) {
+        /* a thread's counter overflowed: that thread's clock is the one to read */
+        if (fd >= 0 && fd < HK_EVENT_FDS && S.fd_clock[fd]) c = S.fd_clock[fd];
+    } else if (S.cfg.mode == HK_MODE_CPU) {
+        /* cpu mode samples every period of CPU time, polled at the timer's wall
+         * rate: no sample lands in a sleep, so a method that uses no CPU is
+         * never handed the CPU its predecessor used since the last sample */
+        if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return;
+        int64_t cpu = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+        if (cpu - S.last_trigger_cpu < S.period_ns) return;
+        S.last_trigger_cpu = cpu;
+    }
+    __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
     int64_t v = clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1;
     __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
     S.tick.clock = c;
@@ -321,10 +361,33 @@ static void free_tables(void)
     free(S.prev_frames);
     free(S.prev_lines);
     free(S.prev_locs);
+    free(S.fd_clock);
     memset(&S, 0, sizeof(S));
 }
 
 static void *nothing(void *arg) { return arg; }
+
+static void close_events(void)
+{
+    for (size_t i = 0; i < S.nthreads; i++) close_event(&S.threads[i]);
+}
+
+/* cpu mode: a worker that only receives the per-thread counters' signals.
+ * 0, or -1 (then the caller polls CPU clocks from a wall-clock timer). */
+static int start_events(char *err, size_t errlen)
+{
+    S.fd_clock = calloc(HK_EVENT_FDS, sizeof(*S.fd_clock));
+    if (!S.fd_clock || hk_timer_start(0, on_timer, err, errlen) < 0) return -1;
+    if (hk_timer_signal() && hk_timer_worker_tid()) {
+        S.use_events = 1;
+        for (size_t i = 0; i < S.nthreads; i++) open_event(&S.threads[i]);
+        if (S.nthreads && S.threads[0].event_fd >= 0) return 0; /* threads[0]: the caller */
+        close_events();
+        S.use_events = 0;
+    }
+    hk_timer_stop();
+    return -1;
+}
 
 int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
 {
@@ -350,13 +413,15 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
         return -1;
     }
     S.tick_target = CLOCK_MONOTONIC;
+    S.period_ns = 1000000000LL / cfg->frequency;
+    S.last_trigger_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     S.tick.clock = (clockid_t)-1; /* no tick yet */
-    if (cfg->mode == HK_MODE_CPU) pthread_getcpuclockid(pthread_self(), &S.tick_target);
+    if (cfg->mode == HK_MODE_CPU) S.tick_target = hk_thread_cpu_clock(hk_gettid());
     S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     register_existing_threads();
     if (!hook_installed) {
-        rb_add_event_hook(thread_begin_hook, RUBY_EVENT_THREAD_BEGIN, Qnil);
+        rb_add_event_hook(thread_begin_hook, RUBY_EVENT_THREAD_BEGIN | RUBY_EVENT_THREAD_END, Qnil);
         hook_installed = 1;
     }
     /* A timer thread's trigger flags the ractor's "running" execution context:
@@ -366,6 +431,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
      * stop-time tail (take_tail_sample) keeps what is still missed from being lost. */
     rb_thread_call_without_gvl(nothing, NULL, RUBY_UBF_IO, NULL);
     S.running = 1;
+    if (cfg->mode == HK_MODE_CPU && start_events(err, errlen) == 0) return 0;
     if (hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen) < 0) {
         S.running = 0;
         free_tables();
@@ -390,7 +456,7 @@ static void fill_stats(hk_sampler_stats *st)
     st->thread_count = S.nseq;
     st->unique_frames = S.nframes - HK_SYNTHETIC_FRAMES;
     st->unique_stacks = hk_intern_count(&S.stacks);
-    st->timer_kind = hk_timer_kind();
+    st->timer_kind = S.use_events ? "perf_event task-clock per thread" : hk_timer_kind();
 }
 
 /* hakari's own frames on top of the stack at stop: Hakari::Native.stop, Hakari.stop, Hakari.start */
@@ -439,6 +505,7 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
     if (!S.running) return NULL;
     take_tail_sample();
     S.running = 0;
+    close_events(); /* no counter may signal after the worker is gone */
     hk_timer_stop();
     if (hook_installed) {
         rb_remove_event_hook(thread_begin_hook);
@@ -491,6 +558,7 @@ static void atfork_child(void)
 {
     if (!S.running) return;
     S.running = 0;
+    close_events(); /* the counters watch the parent's threads */
     hk_timer_forget();
 }
 

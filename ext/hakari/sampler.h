@@ -62,7 +62,11 @@ typedef struct hk_thread {
     int64_t prev_clock;  /* this thread's clock where its previous sample's weight ended (ns) */
     clockid_t clock;     /* the clock its weights are read on; set at its first sample */
     int has_clock;
+    int tid;             /* native thread id (cpu mode, Linux), 0 if unknown */
+    int event_fd;        /* its CPU-time sampling counter (cpu_events.h), or -1 */
 } hk_thread;
+
+#define HK_EVENT_FDS 4096 /* descriptors below this map to their thread's clock for the handler */
 
 /* The clock reading taken by the timer's signal handler at the tick, published
  * to the job with a sequence lock (one writer: the handler). */
@@ -111,6 +115,10 @@ typedef struct hk_sampler {
     volatile uint64_t trigger_count;
     hk_tick tick;
     clockid_t tick_target;  /* the clock the handler reads: the last sampled thread's (cpu), or monotonic */
+    int64_t period_ns;        /* immutable after start */
+    int use_events;           /* cpu mode driven by per-thread perf counters (else polled) */
+    clockid_t *fd_clock;      /* HK_EVENT_FDS entries: event fd -> thread CPU clock, read by the handler */
+    int64_t last_trigger_cpu; /* owned by the handler: process CPU time at the last cpu-mode trigger */
 } hk_sampler;
 
 extern hk_sampler hk_the_sampler;

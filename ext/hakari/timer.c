@@ -34,6 +34,7 @@ static struct {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int stop, ready, armed;
+    int worker_tid;
 } T = {.lock = PTHREAD_MUTEX_INITIALIZER, .kind = "none"};
 
 static hk_timer_fire_fn volatile signal_fire; /* read by the handler */
@@ -55,12 +56,14 @@ static void report_ready(int armed)
 }
 
 #ifdef HK_SIGNAL_TIMER
-static void on_signal(int signo)
+static void on_signal(int signo, siginfo_t *info, void *ctx)
 {
     (void)signo;
+    (void)ctx;
     int saved = errno;
     hk_timer_fire_fn f = signal_fire;
-    if (f) f();
+    /* a signal queued by fasync (a perf event's overflow) says which descriptor */
+    if (f) f(info && info->si_code == POLL_IN ? info->si_fd : -1);
     errno = saved;
 }
 
@@ -72,6 +75,7 @@ static int arm_signal_timer(timer_t *timer)
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = T.signo;
     sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    if (T.interval_ns == 0) return 1; /* signals come from elsewhere: nothing to arm */
     if (timer_create(CLOCK_MONOTONIC, &sev, timer) != 0) return -1;
     struct itimerspec its;
     memset(&its, 0, sizeof(its));
@@ -85,6 +89,7 @@ static int arm_signal_timer(timer_t *timer)
 /* the fallback clock: absolute deadlines, so time spent in `fire` does not drift the rate */
 static void condvar_loop(void)
 {
+    if (T.interval_ns == 0) T.interval_ns = 1000000000L; /* nothing else will fire: keep a slow clock */
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     pthread_mutex_lock(&T.lock);
@@ -94,7 +99,7 @@ static void condvar_loop(void)
         while (!T.stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.cond, &T.lock, &deadline);
         if (T.stop) break;
         pthread_mutex_unlock(&T.lock);
-        T.fire();
+        T.fire(-1);
         pthread_mutex_lock(&T.lock);
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -107,15 +112,17 @@ static void *worker(void *arg)
 {
     (void)arg;
 #ifdef HK_SIGNAL_TIMER
+    T.worker_tid = (int)syscall(SYS_gettid);
     if (T.signo) {
         timer_t timer;
-        if (arm_signal_timer(&timer) == 0) {
+        int armed = arm_signal_timer(&timer);
+        if (armed >= 0) {
             report_ready(1);
             /* the handler runs on this thread; wait here until asked to stop */
             pthread_mutex_lock(&T.lock);
             while (!T.stop) pthread_cond_wait(&T.cond, &T.lock);
             pthread_mutex_unlock(&T.lock);
-            timer_delete(timer);
+            if (armed == 0) timer_delete(timer);
             return NULL;
         }
     }
@@ -148,14 +155,15 @@ int hk_timer_start(long interval_ns, hk_timer_fire_fn fire, char *err, size_t er
     T.interval_ns = interval_ns;
     T.fire = fire;
     T.stop = T.ready = T.armed = 0;
+    T.worker_tid = 0;
     T.signo = 0;
 #ifdef HK_SIGNAL_TIMER
     T.signo = pick_signal();
     if (T.signo) {
         struct sigaction sa;
         memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = on_signal;
-        sa.sa_flags = SA_RESTART;
+        sa.sa_sigaction = on_signal;
+        sa.sa_flags = SA_RESTART | SA_SIGINFO;
         sigfillset(&sa.sa_mask);
         signal_fire = fire;
         if (sigaction(T.signo, &sa, &T.old_action) != 0) T.signo = 0;
@@ -182,7 +190,7 @@ int hk_timer_start(long interval_ns, hk_timer_fire_fn fire, char *err, size_t er
     while (!T.ready) pthread_cond_wait(&T.cond, &T.lock);
     pthread_mutex_unlock(&T.lock);
     T.started = 1;
-    T.kind = T.armed ? "timer_create(SIGEV_THREAD_ID)" : "condvar thread";
+    T.kind = !T.armed ? "condvar thread" : interval_ns ? "timer_create(SIGEV_THREAD_ID)" : "signal thread";
     return 0;
 }
 
@@ -203,6 +211,8 @@ void hk_timer_stop(void)
 }
 
 const char *hk_timer_kind(void) { return T.kind; }
+int hk_timer_signal(void) { return T.started && T.armed ? T.signo : 0; }
+int hk_timer_worker_tid(void) { return T.started && T.armed ? T.worker_tid : 0; }
 
 void hk_timer_forget(void)
 {

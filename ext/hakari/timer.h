@@ -12,10 +12,17 @@
 
 #include <stddef.h>
 
-typedef void (*hk_timer_fire_fn)(void);
+/* fd: the file descriptor whose signal this is (a perf event's), or -1 for the timer */
+typedef void (*hk_timer_fire_fn)(int fd);
 
-/* ctx: GVL. Starts the worker; 0, or -1 with a message in err. */
+/* ctx: GVL. Starts the worker; 0, or -1 with a message in err. With interval_ns
+ * 0 no timer is armed: the worker only receives the signal others direct at it
+ * (hk_timer_signal / hk_timer_worker_tid), e.g. perf events' overflows. */
 int hk_timer_start(long interval_ns, hk_timer_fire_fn fire, char *err, size_t errlen);
+/* the real-time signal the worker handles, or 0 (condvar fallback) */
+int hk_timer_signal(void);
+/* the worker's thread id, for signals directed at it (Linux), or 0 */
+int hk_timer_worker_tid(void);
 /* ctx: GVL. Stops and joins the worker; no `fire` runs after it returns. */
 void hk_timer_stop(void);
 /* ctx: any. Which mechanism the running (or last) timer used, for the profile's comments. */
