@@ -172,6 +172,33 @@ static uint32_t location_id(uint32_t fid, int line)
     return id;
 }
 
+/* aggregation row for (stack, thread): the stack's last row is remembered by
+ * stack id, which costs one memory access where interning the key costs three */
+static int64_t agg_row(uint32_t stack, uint32_t seq)
+{
+    if (stack < S.stack_rows_cap && S.stack_rows[stack].seq == seq && S.stack_rows[stack].row)
+        return (int64_t)S.stack_rows[stack].row - 1;
+    uint32_t key[3] = {stack, seq, 0 /* label set: none yet */};
+    size_t before = hk_intern_count(&S.agg);
+    int64_t id = hk_intern_seq(&S.agg, key, 3);
+    if (id < 0) return -1;
+    if ((size_t)id == before) {
+        if (grow((void **)&S.agg_weight, &S.agg_cap, before + 1, sizeof(int64_t)) < 0) return -1;
+        uint64_t *c = realloc(S.agg_count, S.agg_cap * sizeof(*c));
+        if (!c) return -1;
+        S.agg_count = c;
+        S.agg_weight[id] = 0;
+        S.agg_count[id] = 0;
+    }
+    if (stack >= S.stack_rows_cap) {
+        size_t old = S.stack_rows_cap;
+        if (grow((void **)&S.stack_rows, &S.stack_rows_cap, (size_t)stack + 1, sizeof(*S.stack_rows)) < 0) return id;
+        memset(S.stack_rows + old, 0, (S.stack_rows_cap - old) * sizeof(*S.stack_rows));
+    }
+    S.stack_rows[stack] = (hk_stack_row){seq, (uint32_t)id + 1};
+    return id;
+}
+
 static int record(uint32_t stack, uint32_t seq, int64_t weight)
 {
     if (!S.cfg.aggregate) {
@@ -179,37 +206,34 @@ static int record(uint32_t stack, uint32_t seq, int64_t weight)
         S.raw[S.nraw++] = (hk_raw_sample){stack, seq, weight, hk_clock_ns(CLOCK_REALTIME)};
         return 0;
     }
-    uint32_t key[3] = {stack, seq, 0 /* label set: none yet */};
-    if (S.last_agg >= 0 && memcmp(key, S.last_agg_key, sizeof(key)) == 0) {
-        S.agg_weight[S.last_agg] += weight;
-        S.agg_count[S.last_agg]++;
-        return 0;
-    }
-    size_t before = hk_intern_count(&S.agg);
-    int64_t id = hk_intern_seq(&S.agg, key, 3);
+    int64_t id = agg_row(stack, seq);
     if (id < 0) return -1;
-    memcpy(S.last_agg_key, key, sizeof(key));
-    S.last_agg = id;
-    if ((size_t)id == before) {
-        if (grow((void **)&S.agg_weight, &S.agg_cap, before + 1, sizeof(int64_t)) < 0) return -1;
-        size_t cap = S.agg_cap;
-        uint64_t *c = realloc(S.agg_count, cap * sizeof(*c));
-        if (!c) return -1;
-        S.agg_count = c;
-        S.agg_weight[id] = 0;
-        S.agg_count[id] = 0;
-    }
     S.agg_weight[id] += weight;
     S.agg_count[id]++;
     return 0;
 }
 
-/* Location ids of frames [from, to) of the current sample; 0 or -1 (out of memory) */
+/* location id of (frame, executing line): one probe of frame_locs when seen before */
+static uint32_t frame_location(VALUE frame, int line)
+{
+    uint32_t lid;
+    uint32_t l = (uint32_t)(line < 0 ? 0 : line);
+    if (hk_pair_map_get(&S.frame_locs, (uint64_t)frame, l, &lid)) return lid;
+    uint32_t fid = frame_id(frame);
+    lid = fid ? location_id(fid, line) : 0;
+    if (lid && hk_pair_map_put(&S.frame_locs, (uint64_t)frame, l, lid) < 0) return 0;
+    return lid;
+}
+
+/* Location ids of frames [from, to) of the current sample; 0 or -1 (out of memory).
+ * The program evicts our tables from the cache between samples: start every
+ * frame's load first, so the misses overlap instead of queueing one by one. */
 static int resolve_locations(int from, int to)
 {
+    for (int i = from; i < to; i++)
+        hk_pair_map_prefetch(&S.frame_locs, (uint64_t)S.frame_buf[i], (uint32_t)(S.line_buf[i] < 0 ? 0 : S.line_buf[i]));
     for (int i = from; i < to; i++) {
-        uint32_t fid = frame_id(S.frame_buf[i]);
-        uint32_t lid = fid ? location_id(fid, S.line_buf[i]) : 0;
+        uint32_t lid = frame_location(S.frame_buf[i], S.line_buf[i]);
         if (!lid) return -1;
         S.loc_buf[i] = lid;
     }
@@ -346,6 +370,7 @@ static void free_tables(void)
 {
     hk_u64_map_free(&S.frame_ids);
     hk_u64_map_free(&S.loc_ids);
+    hk_pair_map_free(&S.frame_locs);
     hk_u64_map_free(&S.thread_ids);
     hk_intern_free(&S.stacks);
     hk_intern_free(&S.agg);
@@ -362,6 +387,7 @@ static void free_tables(void)
     free(S.prev_lines);
     free(S.prev_locs);
     free(S.fd_clock);
+    free(S.stack_rows);
     memset(&S, 0, sizeof(S));
 }
 
@@ -404,10 +430,11 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.prev_frames = malloc(depth * sizeof(VALUE));
     S.prev_lines = malloc(depth * sizeof(int));
     S.prev_locs = malloc(depth * sizeof(uint32_t));
-    S.prev_stack = S.last_agg = -1;
+    S.prev_stack = -1;
     if (!S.frame_buf || !S.line_buf || !S.loc_buf || !S.prev_frames || !S.prev_lines || !S.prev_locs || frame_id(Qnil) != HK_FRAME_TRUNCATED ||
         frame_id(Qtrue) != HK_FRAME_UNSAMPLED ||
-        hk_u64_map_reserve(&S.frame_ids, 4096) < 0 || hk_u64_map_reserve(&S.loc_ids, 8192) < 0) {
+        hk_u64_map_reserve(&S.frame_ids, 4096) < 0 || hk_u64_map_reserve(&S.loc_ids, 8192) < 0 ||
+        hk_pair_map_reserve(&S.frame_locs, 8192) < 0) {
         free_tables();
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -489,8 +516,7 @@ static void take_tail_sample(void)
     int m = 0;
     S.loc_buf[m++] = location_id(HK_FRAME_UNSAMPLED, 0);
     for (int i = skip; i < n && m < max; i++) {
-        uint32_t fid = frame_id(S.frame_buf[i]);
-        uint32_t lid = fid ? location_id(fid, S.line_buf[i]) : 0;
+        uint32_t lid = frame_location(S.frame_buf[i], S.line_buf[i]);
         if (!lid) return;
         S.loc_buf[m++] = lid;
     }
@@ -528,7 +554,7 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
     S.building = 0;
     if (p && clear) {
         hk_intern_clear(&S.agg);
-        S.last_agg = -1;
+        if (S.stack_rows) memset(S.stack_rows, 0, S.stack_rows_cap * sizeof(*S.stack_rows));
         S.nraw = 0;
     }
     return p;
@@ -545,10 +571,10 @@ void hk_sampler_mark(void)
 
 size_t hk_sampler_memsize(void)
 {
-    return hk_u64_map_memsize(&S.frame_ids) + hk_u64_map_memsize(&S.loc_ids) +
+    return hk_u64_map_memsize(&S.frame_ids) + hk_u64_map_memsize(&S.loc_ids) + hk_pair_map_memsize(&S.frame_locs) +
            hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
            hk_intern_memsize(&S.agg) + S.frames_cap * sizeof(VALUE) + S.locs_cap * sizeof(uint64_t) +
-           S.agg_cap * (sizeof(int64_t) + sizeof(uint64_t)) + S.raw_cap * sizeof(hk_raw_sample) +
+           S.agg_cap * (sizeof(int64_t) + sizeof(uint64_t)) + S.stack_rows_cap * sizeof(hk_stack_row) + S.raw_cap * sizeof(hk_raw_sample) +
            S.threads_cap * sizeof(hk_thread) + 2 * (size_t)(S.cfg.max_depth + 1) * (sizeof(VALUE) + 8);
 }
 

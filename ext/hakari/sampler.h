@@ -6,6 +6,7 @@
  *               see HK_FRAME_*); frame_values[id-1] keeps the VALUE for
  *               marking and name resolution;
  *   locations   (frame id << 32 | line) -> location id (1-based), loc_keys[id-1];
+ *               frame_locs maps (frame VALUE, line) to it in one probe;
  *   stacks      interned location-id sequences, leaf first;
  *   agg         interned {stack id, thread seq, label set} -> agg_weight/agg_count;
  *   raw         with aggregate: false, one record per sample instead of agg;
@@ -19,6 +20,7 @@
 #include <stdint.h>
 
 #include "intern_table.h"
+#include "pair_map.h"
 #include "profile.h"
 #include "u64_map.h"
 
@@ -76,6 +78,8 @@ typedef struct hk_tick {
     int64_t value;         /* ns, or -1 when the clock could not be read */
 } hk_tick;
 
+typedef struct hk_stack_row { uint32_t seq, row; /* row + 1; 0 = none */ } hk_stack_row;
+
 typedef struct hk_raw_sample {
     uint32_t stack, thread_seq;
     int64_t weight, time_ns;
@@ -94,8 +98,7 @@ typedef struct hk_sampler {
     uint32_t *prev_locs;
     int prev_n, prev_truncated;
     int64_t prev_stack;
-    uint32_t last_agg_key[3];
-    int64_t last_agg;
+    hk_stack_row *stack_rows; size_t stack_rows_cap; /* stack id -> its last aggregation row */
     /* owned by the GVL */
     int running;
     int building;       /* a snapshot is reading the tables */
@@ -103,6 +106,7 @@ typedef struct hk_sampler {
     VALUE *frame_values; size_t nframes, frames_cap;
     hk_u64_map loc_ids;
     uint64_t *loc_keys; size_t nlocs, locs_cap;
+    hk_pair_map frame_locs; /* (frame VALUE, line) -> location id: the per-sample lookup */
     hk_intern_table stacks;
     hk_intern_table agg;
     int64_t *agg_weight; uint64_t *agg_count; size_t agg_cap;
