@@ -7,7 +7,7 @@ require "hakari/hakari"
 module Hakari
   MODES = %i[cpu wall trace].freeze
   MEASURES = %i[wall cpu allocations].freeze
-  FORMATS = %i[pprof collapsed text].freeze
+  FORMATS = %i[pprof collapsed text flat graph callgrind dot].freeze
   DEFAULT_FREQUENCY = 1000
   DEFAULT_MAX_DEPTH = 1024
 
@@ -94,9 +94,14 @@ module Hakari
       path
     end
 
-    # :pprof for .pb.gz and anything unknown, :collapsed for .collapsed, :text for .txt
+    # callgrind.out.* :callgrind, .dot :dot, .flat.txt :flat, .graph.txt :graph, .collapsed :collapsed,
+    # .txt :text, anything else (.pb.gz) :pprof
     def format_for(path)
       case path.to_s
+      when %r{(\A|/)callgrind\.out[^/]*\z} then :callgrind
+      when /\.dot\z/ then :dot
+      when /\.flat\.txt\z/ then :flat
+      when /\.graph\.txt\z/ then :graph
       when /\.collapsed\z/ then :collapsed
       when /\.txt\z/ then :text
       else :pprof

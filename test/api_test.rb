@@ -75,7 +75,7 @@ class ApiTest < Minitest::Test
   def test_unknown_format_raises_before_profiling
     err = assert_raises(ArgumentError) { Hakari.start(format: :svg) { flunk "block must not run" } }
     assert_match(/:svg/, err.message)
-    assert_match(/:pprof, :collapsed, :text/, err.message)
+    assert_match(/:pprof, :collapsed, :text, :flat, :graph, :callgrind, :dot/, err.message)
     refute Hakari.running?
   end
 

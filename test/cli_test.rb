@@ -318,7 +318,7 @@ class CLITest < Minitest::Test
     %w[record -f -1] => /invalid frequency "-1"/,
     %w[record -f 100000] => /invalid frequency "100000"/,
     %w[exec -f x] => /invalid frequency "x"/,
-    %w[record --format bogus] => /unknown format "bogus" \(expected pprof, collapsed or text\)/,
+    %w[record --format bogus] => /unknown format "bogus" \(expected pprof, collapsed, text, flat, graph, callgrind or dot\)/,
     %w[record --bogus] => /unknown option "--bogus"/,
     %w[stat -p] => /unknown option "-p" for stat/,
     %w[record -o /nonexistent-hakari/x.pb.gz] => %r{cannot write profile to "/nonexistent-hakari/x.pb.gz": directory /nonexistent-hakari does not exist},

@@ -279,4 +279,39 @@ class TraceTest < Minitest::Test
       assert_match(/^\s+1973\s.*Workloads\.fib$/, calls)
     end
   end
+
+  def test_methods_table_has_callers_callees_and_recursion
+    data = Hakari.start(mode: :trace) { Workloads.fib(10); TraceTest::Twice.new.tap { _1.a; _1.b } }
+    rows = data.methods_table.to_h { [_1[:name], _1] }
+    fib = rows.fetch("Workloads.fib")
+    assert_equal 177, fib[:calls]
+    assert fib[:recursive]
+    assert_equal({ "[root]" => 1, "Workloads.fib" => 176 }, fib[:callers])
+    shared = rows.fetch("TraceTest::Twice#shared")
+    assert_equal({ "TraceTest::Twice#a" => 1, "TraceTest::Twice#b" => 1 }, shared[:callers])
+    refute shared[:recursive]
+    assert_equal fib[:total], fib[:self] + fib[:wait] + fib[:child]
+  end
+
+  def test_callgrind_and_dot_outputs_load_in_real_readers
+    data = Hakari.start(mode: :trace) { Workloads.fib(12) }
+    Dir.mktmpdir do |dir|
+      cg = Hakari.save(File.join(dir, "callgrind.out.test"), data)
+      out = IO.popen(["callgrind_annotate", cg], err: %i[child out], &:read)
+      assert $?.success?, out
+      assert_match(/Workloads\.fib/, out)
+      total = out[/^([\d,]+) .*PROGRAM TOTALS/, 1].delete(",").to_i
+      assert_equal data[:samples].sum { _2 }, total, "callgrind's total is the profile's self time"
+      dot = Hakari.save(File.join(dir, "t.dot"), data)
+      svg = IO.popen(["dot", "-Tsvg", dot], err: %i[child out], &:read)
+      assert $?.success?, svg
+      assert_match(/<svg/, svg)
+      assert_match(/Workloads\.fib/, svg)
+      %w[flat graph].each do |kind|
+        text = File.read(Hakari.save(File.join(dir, "t.#{kind}.txt"), data))
+        assert_match(/Workloads\.fib/, text, kind)
+      end
+    end
+  end
 end
+

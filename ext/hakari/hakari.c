@@ -9,6 +9,11 @@
 #include <sys/resource.h>
 
 #include "buf.h"
+#include "callgrind_encode.h"
+#include "calltree.h"
+#include "dot_encode.h"
+#include "flat_report.h"
+#include "graph_report.h"
 #include "collapsed_encode.h"
 #include "pprof_encode.h"
 #include "profile.h"
@@ -17,7 +22,10 @@
 #include "tracer.h"
 
 static VALUE mHakari, mNative, cProfile;
-static ID id_cpu, id_wall, id_allocations, id_trace, id_pprof, id_collapsed, id_text;
+
+#define SET(h, k, v) rb_hash_aset(h, ID2SYM(rb_intern(k)), v)
+static ID id_cpu, id_wall, id_allocations, id_trace, id_pprof, id_collapsed, id_text, id_flat, id_graph,
+    id_callgrind, id_dot;
 
 /* ---- Hakari::Profile ----------------------------------------------------- */
 
@@ -73,7 +81,14 @@ static VALUE profile_encode(VALUE self, VALUE format)
     if (f == id_pprof) rc = hk_pprof_encode(o->p, &b, 1);
     else if (f == id_collapsed) rc = hk_collapsed_encode(o->p, vi, &b);
     else if (f == id_text) rc = hk_text_report(o->p, vi, 50, &b);
-    else rb_raise(rb_eArgError, "unknown format %+" PRIsVALUE " (expected :pprof, :collapsed or :text)", format);
+    else if (f == id_flat) rc = hk_flat_report(o->p, 0, &b);
+    else if (f == id_graph) rc = hk_graph_report(o->p, 0, &b);
+    else if (f == id_callgrind) rc = hk_callgrind_encode(o->p, &b);
+    else if (f == id_dot) rc = hk_dot_encode(o->p, &b);
+    else
+        rb_raise(rb_eArgError,
+                 "unknown format %+" PRIsVALUE " (expected :pprof, :collapsed, :text, :flat, :graph, :callgrind or :dot)",
+                 format);
     if (rc < 0) {
         hk_buf_free(&b);
         rb_raise(rb_eNoMemError, "hakari: out of memory while encoding the profile");
@@ -82,6 +97,49 @@ static VALUE profile_encode(VALUE self, VALUE format)
                             : rb_utf8_str_new((const char *)b.data, (long)b.len);
     hk_buf_free(&b);
     return s;
+}
+
+static VALUE pstr(const hk_profile *p, uint32_t idx);
+
+/* Profile#methods -> Array of Hash, one per method: name, file, line, calls, self, wait, child,
+ * total (recursion-safe), recursive, callers/callees ({name => calls}); by total, descending */
+static VALUE profile_methods(VALUE self)
+{
+    profile_obj *o = profile_get(self);
+    char err[256];
+    hk_calltree *ct = hk_calltree_build(o->p, err, sizeof(err));
+    if (!ct) rb_raise(rb_eRuntimeError, "hakari: %s", err);
+    VALUE out = rb_ary_new();
+    for (size_t i = 0; i < ct->nmethods; i++) {
+        const hk_ct_method *m = &ct->methods[i];
+        if (!m->nnodes) continue;
+        const hk_function *fn = hk_profile_func(o->p, m->func);
+        VALUE h = rb_hash_new();
+        SET(h, "name", pstr(o->p, fn->name));
+        SET(h, "file", pstr(o->p, fn->filename));
+        SET(h, "line", LL2NUM(fn->start_line));
+        SET(h, "calls", LL2NUM(m->calls));
+        SET(h, "self", LL2NUM(m->self));
+        SET(h, "wait", LL2NUM(m->wait));
+        SET(h, "child", LL2NUM(m->child));
+        SET(h, "total", LL2NUM(m->total));
+        SET(h, "recursive", m->recursive ? Qtrue : Qfalse);
+        VALUE callers = rb_hash_new(), callees = rb_hash_new();
+        for (uint32_t j = 0; j < m->ncallers; j++) {
+            const hk_ct_edge *e = &ct->edges[ct->caller_edges[m->callers_off + j]];
+            VALUE name = e->caller ? pstr(o->p, hk_profile_func(o->p, e->caller)->name) : rb_str_new_cstr("[root]");
+            rb_hash_aset(callers, name, LL2NUM(e->calls));
+        }
+        for (uint32_t j = 0; j < m->ncallees; j++) {
+            const hk_ct_edge *e = &ct->edges[ct->callee_edges[m->callees_off + j]];
+            rb_hash_aset(callees, pstr(o->p, hk_profile_func(o->p, e->callee)->name), LL2NUM(e->calls));
+        }
+        SET(h, "callers", callers);
+        SET(h, "callees", callees);
+        rb_ary_push(out, h);
+    }
+    hk_calltree_free(ct);
+    return out;
 }
 
 static VALUE pstr(const hk_profile *p, uint32_t idx) { return rb_utf8_str_new_cstr(hk_profile_str(p, idx)); }
@@ -139,7 +197,6 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
     return out;
 }
 
-#define SET(h, k, v) rb_hash_aset(h, ID2SYM(rb_intern(k)), v)
 
 /* Profile#samples -> Array (shape documented in the README) */
 static VALUE profile_samples(VALUE self)
@@ -341,6 +398,10 @@ void Init_hakari(void)
     id_pprof = rb_intern("pprof");
     id_collapsed = rb_intern("collapsed");
     id_text = rb_intern("text");
+    id_flat = rb_intern("flat");
+    id_graph = rb_intern("graph");
+    id_callgrind = rb_intern("callgrind");
+    id_dot = rb_intern("dot");
 
     mHakari = rb_define_module("Hakari");
     mNative = rb_define_module_under(mHakari, "Native");
@@ -361,6 +422,7 @@ void Init_hakari(void)
     rb_define_method(cProfile, "encode", profile_encode, 1);
     rb_define_method(cProfile, "counters", profile_counters, 0);
     rb_define_method(cProfile, "samples", profile_samples, 0);
+    rb_define_method(cProfile, "methods_table", profile_methods, 0);
 
     /* the GC calls dmark only when the data pointer is non-NULL, so point it at the sampler */
     VALUE root = TypedData_Wrap_Struct(rb_cObject, &root_type, &hk_the_sampler);

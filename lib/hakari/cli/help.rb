@@ -15,9 +15,11 @@ module Hakari
 
       # Indented to sit under each command's own options (interpolation would not be dedented).
       COMMON = <<~TEXT.gsub(/^/, "  ")
-          -m, --mode MODE       cpu (per-thread CPU time) or wall (elapsed time, sleeping and I/O included)
+          -m, --mode MODE       cpu (per-thread CPU time), wall (elapsed time, sleeping and I/O included)
+                                or trace (every call counted: call tree, callers/callees, exact counts)
+          --measure MEASURE     with -m trace: wall (default), cpu or allocations
           -f, --frequency HZ    samples per second, an integer from 1 to 10000 (default 1000)
-          --format FORMAT       pprof, collapsed or text (default: from the -o extension)
+          --format FORMAT       pprof, collapsed, text, flat, graph, callgrind or dot (default: from the -o extension)
           -v, --verbose         print sampling statistics to stderr
           -h, --help            this command's help
       TEXT
@@ -80,6 +82,11 @@ module Hakari
                      `go tool pprof -top hakari.pb.gz`, `-traces`, or `-http=:8080`.
           collapsed  one line per unique stack, "root;...;leaf WEIGHT_NS", for flamegraph.pl and speedscope.
           text       the total, then flat (self) and cumulative (total) time per method.
+          flat       per method: %self, total, self, wait, child, calls (*.flat.txt); * marks recursion.
+          graph      per method, its callers and callees with called/total counts (*.graph.txt).
+          callgrind  for KCachegrind / callgrind_annotate (callgrind.out.*).
+          dot        a Graphviz call graph (*.dot): `dot -Tsvg out.dot > out.svg`.
+          flat, graph, callgrind and dot are made for traces (-m trace) and work on samples too.
           Each sample weighs the nanoseconds of clock time it stands for (CPU time in cpu mode,
           elapsed time in wall mode), and dropped samples are counted in the profile.
           The profile is written to a temporary name and renamed: never half a file.
@@ -95,14 +102,19 @@ module Hakari
           profile[:sample_count]            # == profile.to_h[:sample_count]
           profile.encode(:pprof | :collapsed | :text)   # => String
           Hakari.save("out.pb.gz", profile)             # format from the extension, or format: :text
-          Hakari::MODES    # [:cpu, :wall]
-          Hakari::FORMATS  # [:pprof, :collapsed, :text]
+          Hakari.start(mode: :trace, measure: :wall, exclude: ["Integer#times", /Kernel#/],
+                       threads: nil, exclude_threads: nil, merge_fibers: false, merge_threads: false) { work }
+          Hakari.pause / Hakari.resume / Hakari.paused?   # tracing: the paused span is in no total
+          profile.methods_table  # tracing: [{name:, calls:, self:, wait:, child:, total:, recursive:, callers:, callees:}]
+          Hakari::MODES    # [:cpu, :wall, :trace]
+          Hakari::FORMATS  # [:pprof, :collapsed, :text, :flat, :graph, :callgrind, :dot]
           Bad values raise ArgumentError; starting twice raises RuntimeError.
 
         ENVIRONMENT
           Read by hakari/autorun; the CLI sets them (and clears any it does not use).
           To profile without the CLI: RUBYOPT=-rhakari/autorun HAKARI_OUTPUT=out.pb.gz ruby app.rb
-            HAKARI_MODE        cpu or wall (default cpu)
+            HAKARI_MODE        cpu, wall or trace (default cpu)
+            HAKARI_MEASURE     with trace: wall, cpu or allocations
             HAKARI_FREQUENCY   Hz (default 1000)
             HAKARI_OUTPUT      profile path (standalone default hakari.pb.gz)
             HAKARI_FORMAT      pprof, collapsed or text (default: from the extension)
