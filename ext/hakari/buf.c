@@ -55,3 +55,19 @@ int hk_buf_printf(hk_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
     return 0;
 }
+
+int hk_array_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) {
+        if (c > SIZE_MAX / 2) return -1;
+        c *= 2;
+    }
+    if (elem && c > SIZE_MAX / elem) return -1;
+    void *q = realloc(*arr, c * elem);
+    if (!q) return -1;
+    *arr = q;
+    *cap = c;
+    return 0;
+}

@@ -1,4 +1,5 @@
-/* buf.h — growable byte buffer, the output sink of every encoder.
+/* buf.h — growable byte buffer, the output sink of every encoder, and the
+ * doubling growth every other growable array in hakari uses.
  *
  * Layout: one heap block `data` of `cap` bytes, `len` of them used. A failed
  * growth sets `oom` and turns every later append into a no-op, so encoders can
@@ -28,5 +29,9 @@ void hk_buf_puts(hk_buf *b, const char *s);
 int hk_buf_printf(hk_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static inline int hk_buf_ok(const hk_buf *b) { return !b->oom; }
+
+/* Grows the array *arr (elements of elem bytes, *cap of them) so it holds at
+ * least need, doubling from 64; 0, or -1 when out of memory (array unchanged). */
+int hk_array_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
 #endif

@@ -9,6 +9,7 @@
  * per-edge sums; (5) the edge lists of each method as index arrays. Step (1)
  * is linear in the total path length, the others in the nodes.
  */
+#include "buf.h"
 #include "calltree.h"
 
 #include <inttypes.h>
@@ -42,23 +43,11 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*arr, c * elem);
-    if (!q) return -1;
-    *arr = q;
-    *cap = c;
-    return 0;
-}
-
 static int64_t new_node(builder *b, uint32_t parent, uint32_t loc, uint32_t func, uint32_t thread)
 {
     hk_calltree *ct = b->ct;
     if (ct->nnodes >= HK_CT_NONE - 1) return -1;
-    if (grow((void **)&ct->nodes, &b->nodes_cap, ct->nnodes + 1, sizeof(*ct->nodes)) < 0) return -1;
+    if (hk_array_grow((void **)&ct->nodes, &b->nodes_cap, ct->nnodes + 1, sizeof(*ct->nodes)) < 0) return -1;
     hk_ct_node *n = &ct->nodes[ct->nnodes];
     memset(n, 0, sizeof(*n));
     n->parent = parent;
@@ -86,7 +75,7 @@ static int64_t root_of(builder *b, size_t i)
     if (t < 0) return -1;
     hk_calltree *ct = b->ct;
     if ((size_t)t < ct->nthreads) return ct->roots[t];
-    if (grow((void **)&ct->roots, &b->roots_cap, ct->nthreads + 1, sizeof(*ct->roots)) < 0) return -1;
+    if (hk_array_grow((void **)&ct->roots, &b->roots_cap, ct->nthreads + 1, sizeof(*ct->roots)) < 0) return -1;
     int64_t r = new_node(b, HK_CT_NONE, 0, 0, (uint32_t)t);
     if (r < 0) return -1;
     ct->roots[ct->nthreads++] = (uint32_t)r;
@@ -107,7 +96,7 @@ static int insert(builder *b, size_t i, char *err, size_t errlen)
     if (root < 0) return -1;
     uint32_t nloc = p->samples[i].nloc;
     const uint32_t *locs = nloc ? hk_profile_sample_locs(p, i) : NULL;
-    if (grow((void **)&b->path, &b->path_cap, (size_t)nloc + 1, sizeof(*b->path)) < 0) return -1;
+    if (hk_array_grow((void **)&b->path, &b->path_cap, (size_t)nloc + 1, sizeof(*b->path)) < 0) return -1;
     /* the root-side part this path shares with the previous one is in the
      * trie already (and checked): a tracer writes nodes in tree order, so it
      * is most of the path, and comparing is far cheaper than looking up */
@@ -231,7 +220,7 @@ static int sum_methods_and_edges(builder *b)
         uint32_t caller = ct->nodes[n->parent].func, e; /* 0: called from a thread root */
         uint64_t key = (uint64_t)caller << 32 | n->func;
         if (!hk_u64_map_get(&index, key, &e)) {
-            if (grow((void **)&ct->edges, &b->edges_cap, ct->nedges + 1, sizeof(*ct->edges)) < 0 ||
+            if (hk_array_grow((void **)&ct->edges, &b->edges_cap, ct->nedges + 1, sizeof(*ct->edges)) < 0 ||
                 hk_u64_map_put(&index, key, (uint32_t)ct->nedges) < 0)
                 goto fail;
             e = (uint32_t)ct->nedges++;
@@ -382,4 +371,17 @@ void hk_calltree_free(hk_calltree *ct)
 const char *hk_calltree_measure(const hk_calltree *ct)
 {
     return hk_profile_str(ct->profile, ct->profile->sample_types[ct->self_vi].type);
+}
+
+void hk_ct_put_column(hk_buf *out, const hk_calltree *ct, int64_t v)
+{
+    if (ct->ns) hk_buf_printf(out, " %11.3f", (double)v / 1e6);
+    else hk_buf_printf(out, " %11" PRId64, v);
+}
+
+double hk_ct_pct(int64_t v, int64_t total) { return total ? 100.0 * (double)v / (double)total : 0.0; }
+
+void hk_ct_put_clean(hk_buf *out, const char *s)
+{
+    for (; *s; s++) hk_buf_putc(out, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : (uint8_t)*s);
 }

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "profile.h"
 
 #define HK_CT_NONE UINT32_MAX
@@ -88,5 +89,12 @@ static inline int64_t hk_calltree_sub(int64_t a, int64_t b)
     if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? INT64_MAX : INT64_MIN;
     return r;
 }
+
+/* report helpers shared by the flat and graph reports: a value as a 12-wide
+ * column (ms with 3 decimals for nanoseconds, else a count), a percentage, and
+ * a name with control characters replaced by '?' so a row stays one line */
+void hk_ct_put_column(hk_buf *out, const hk_calltree *ct, int64_t v);
+double hk_ct_pct(int64_t v, int64_t total);
+void hk_ct_put_clean(hk_buf *out, const char *s);
 
 #endif

@@ -18,31 +18,16 @@ static int by_self_desc(const void *a, const void *b)
     return x->func < y->func ? -1 : x->func > y->func;
 }
 
-static void put_value(hk_buf *out, const hk_calltree *ct, int64_t v)
-{
-    if (ct->ns) hk_buf_printf(out, " %11.3f", (double)v / 1e6);
-    else hk_buf_printf(out, " %11" PRId64, v);
-}
-
-static double pct(int64_t v, int64_t total)
-{
-    return total ? 100.0 * (double)v / (double)total : 0.0;
-}
-
-static void put_clean(hk_buf *out, const char *s)
-{
-    for (; *s; s++) hk_buf_putc(out, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : (uint8_t)*s);
-}
 
 static void put_method(hk_buf *out, const hk_profile *p, const hk_ct_method *m)
 {
     const hk_function *f = hk_profile_func(p, m->func);
     hk_buf_puts(out, m->recursive ? "  *" : "   ");
-    put_clean(out, hk_profile_str(p, f->name));
+    hk_ct_put_clean(out, hk_profile_str(p, f->name));
     const char *file = hk_profile_str(p, f->filename);
     if (!*file) return;
     hk_buf_puts(out, "  ");
-    put_clean(out, file);
+    hk_ct_put_clean(out, file);
     if (f->start_line > 0) hk_buf_printf(out, ":%" PRId64, f->start_line);
 }
 
@@ -52,12 +37,12 @@ static void header(hk_buf *out, const hk_calltree *ct)
     hk_buf_printf(out, "Measure: %s (%s)\n", hk_calltree_measure(ct), ct->ns ? "ms" : "count");
     hk_buf_printf(out, "Threads: %zu\n", ct->nthreads);
     hk_buf_puts(out, "Total:");
-    put_value(out, ct, ct->total);
+    hk_ct_put_column(out, ct, ct->total);
     if (ct->wait_vi >= 0) {
         hk_buf_puts(out, " (self");
-        put_value(out, ct, ct->self);
+        hk_ct_put_column(out, ct, ct->self);
         hk_buf_puts(out, ", wait");
-        put_value(out, ct, ct->wait);
+        hk_ct_put_column(out, ct, ct->wait);
         hk_buf_putc(out, ')');
     }
     hk_buf_printf(out, "\n%s: %" PRId64 "\n", count, ct->calls);
@@ -84,11 +69,11 @@ int hk_flat_report(const hk_profile *p, size_t top_n, hk_buf *out)
                   ct->sampling ? "samples" : "calls");
     for (size_t i = 0; i < n && (top_n == 0 || i < top_n); i++) {
         const hk_ct_method *m = rows[i];
-        hk_buf_printf(out, "%7.2f", pct(m->self, ct->total));
-        put_value(out, ct, m->total);
-        put_value(out, ct, m->self);
-        put_value(out, ct, m->wait);
-        put_value(out, ct, m->child);
+        hk_buf_printf(out, "%7.2f", hk_ct_pct(m->self, ct->total));
+        hk_ct_put_column(out, ct, m->total);
+        hk_ct_put_column(out, ct, m->self);
+        hk_ct_put_column(out, ct, m->wait);
+        hk_ct_put_column(out, ct, m->child);
         hk_buf_printf(out, " %11" PRId64, m->calls);
         put_method(out, p, m);
         hk_buf_putc(out, '\n');
@@ -96,7 +81,7 @@ int hk_flat_report(const hk_profile *p, size_t top_n, hk_buf *out)
     if (top_n && n > top_n) hk_buf_printf(out, "(%zu more methods not shown)\n", n - top_n);
     if (ct->unattributed) {
         hk_buf_puts(out, "\nNot in any method (samples without a stack):");
-        put_value(out, ct, ct->unattributed);
+        hk_ct_put_column(out, ct, ct->unattributed);
         hk_buf_putc(out, '\n');
     }
     if (any_recursive)

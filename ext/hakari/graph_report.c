@@ -31,21 +31,6 @@ static int edge_desc(const void *a, const void *b)
     return x->callee < y->callee ? -1 : x->callee > y->callee;
 }
 
-static void put_value(hk_buf *out, const hk_calltree *ct, int64_t v)
-{
-    if (ct->ns) hk_buf_printf(out, " %11.3f", (double)v / 1e6);
-    else hk_buf_printf(out, " %11" PRId64, v);
-}
-
-static double pct(int64_t v, int64_t total)
-{
-    return total ? 100.0 * (double)v / (double)total : 0.0;
-}
-
-static void put_clean(hk_buf *out, const char *s)
-{
-    for (; *s; s++) hk_buf_putc(out, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : (uint8_t)*s);
-}
 
 /* "    *name" for callers/callees (indent 4), "*name  file:line" for the method */
 static void put_name(hk_buf *out, const hk_calltree *ct, uint32_t func, int indent, int with_file)
@@ -57,11 +42,11 @@ static void put_name(hk_buf *out, const hk_calltree *ct, uint32_t func, int inde
     }
     const hk_function *f = hk_profile_func(p, func);
     hk_buf_printf(out, "%*s%s", indent, "", ct->methods[func - 1].recursive ? "  *" : "   ");
-    put_clean(out, hk_profile_str(p, f->name));
+    hk_ct_put_clean(out, hk_profile_str(p, f->name));
     const char *file = hk_profile_str(p, f->filename);
     if (with_file && *file) {
         hk_buf_puts(out, "  ");
-        put_clean(out, file);
+        hk_ct_put_clean(out, file);
         if (f->start_line > 0) hk_buf_printf(out, ":%" PRId64, f->start_line);
     }
     hk_buf_putc(out, '\n');
@@ -70,10 +55,10 @@ static void put_name(hk_buf *out, const hk_calltree *ct, uint32_t func, int inde
 static void put_edge(hk_buf *out, const hk_calltree *ct, const hk_ct_edge *e, int64_t of, uint32_t func)
 {
     hk_buf_printf(out, "%17s", "");
-    put_value(out, ct, e->total);
-    put_value(out, ct, e->self);
-    put_value(out, ct, e->wait);
-    put_value(out, ct, e->child);
+    hk_ct_put_column(out, ct, e->total);
+    hk_ct_put_column(out, ct, e->self);
+    hk_ct_put_column(out, ct, e->wait);
+    hk_ct_put_column(out, ct, e->child);
     char calls[48];
     snprintf(calls, sizeof(calls), "%" PRId64 "/%" PRId64, e->calls, of);
     hk_buf_printf(out, " %15s", calls);
@@ -96,11 +81,11 @@ static void put_edges(hk_buf *out, const hk_calltree *ct, const uint32_t *idx, u
 static void block(hk_buf *out, const hk_calltree *ct, const hk_ct_method *m, const hk_ct_edge **scratch)
 {
     put_edges(out, ct, ct->caller_edges + m->callers_off, m->ncallers, scratch, 1, m->calls);
-    hk_buf_printf(out, "%7.2f%% %7.2f%%", pct(m->total, ct->total), pct(m->self, ct->total));
-    put_value(out, ct, m->total);
-    put_value(out, ct, m->self);
-    put_value(out, ct, m->wait);
-    put_value(out, ct, m->child);
+    hk_buf_printf(out, "%7.2f%% %7.2f%%", hk_ct_pct(m->total, ct->total), hk_ct_pct(m->self, ct->total));
+    hk_ct_put_column(out, ct, m->total);
+    hk_ct_put_column(out, ct, m->self);
+    hk_ct_put_column(out, ct, m->wait);
+    hk_ct_put_column(out, ct, m->child);
     hk_buf_printf(out, " %15" PRId64, m->calls);
     put_name(out, ct, m->func, 0, 1);
     put_edges(out, ct, ct->callee_edges + m->callees_off, m->ncallees, scratch, 0, 0);
@@ -112,12 +97,12 @@ static void header(hk_buf *out, const hk_calltree *ct)
     hk_buf_printf(out, "Measure: %s (%s)\n", hk_calltree_measure(ct), ct->ns ? "ms" : "count");
     hk_buf_printf(out, "Threads: %zu\n", ct->nthreads);
     hk_buf_puts(out, "Total:");
-    put_value(out, ct, ct->total);
+    hk_ct_put_column(out, ct, ct->total);
     if (ct->wait_vi >= 0) {
         hk_buf_puts(out, " (self");
-        put_value(out, ct, ct->self);
+        hk_ct_put_column(out, ct, ct->self);
         hk_buf_puts(out, ", wait");
-        put_value(out, ct, ct->wait);
+        hk_ct_put_column(out, ct, ct->wait);
         hk_buf_putc(out, ')');
     }
     hk_buf_printf(out, "\n%s: %" PRId64 "\n", ct->sampling ? "Samples" : "Calls", ct->calls);
@@ -148,7 +133,7 @@ static void legend(hk_buf *out, const hk_calltree *ct)
                      "                 the outermost call only, so its lines show the calls and no time\n");
     if (ct->unattributed) {
         hk_buf_puts(out, "Not in any method (samples without a stack):");
-        put_value(out, ct, ct->unattributed);
+        hk_ct_put_column(out, ct, ct->unattributed);
         hk_buf_putc(out, '\n');
     }
 }

@@ -1,4 +1,5 @@
 /* intern_table.c — see intern_table.h. */
+#include "buf.h"
 #include "intern_table.h"
 
 #include <stdlib.h>
@@ -70,18 +71,6 @@ static int grow_index(hk_intern_table *t)
     return 0;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 int64_t hk_intern_seq(hk_intern_table *t, const uint32_t *items, uint32_t n)
 {
     if ((t->count + 1) * 2 > t->index_cap && grow_index(t) < 0) return -1;
@@ -89,8 +78,8 @@ int64_t hk_intern_seq(hk_intern_table *t, const uint32_t *items, uint32_t n)
     size_t s = probe(t, h, items, n);
     if (t->index[s]) return (int64_t)t->index[s] - 1;
     if (t->count >= UINT32_MAX - 1 || t->pool_len + n > UINT32_MAX) return -1;
-    if (grow((void **)&t->pool, &t->pool_cap, t->pool_len + n, sizeof(*t->pool)) < 0 ||
-        grow((void **)&t->entries, &t->entries_cap, t->count + 1, sizeof(*t->entries)) < 0)
+    if (hk_array_grow((void **)&t->pool, &t->pool_cap, t->pool_len + n, sizeof(*t->pool)) < 0 ||
+        hk_array_grow((void **)&t->entries, &t->entries_cap, t->count + 1, sizeof(*t->entries)) < 0)
         return -1;
     if (n) memcpy(t->pool + t->pool_len, items, n * sizeof(*items));
     hk_intern_entry *e = &t->entries[t->count];

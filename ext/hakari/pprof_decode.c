@@ -18,22 +18,10 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "pprof_fields.h"
 #include "protobuf.h"
 #include "u64_map.h"
 
-enum { /* Profile */
-    PROFILE_SAMPLE_TYPE = 1, PROFILE_SAMPLE = 2, PROFILE_LOCATION = 4, PROFILE_FUNCTION = 5,
-    PROFILE_STRING_TABLE = 6, PROFILE_TIME_NANOS = 9, PROFILE_DURATION_NANOS = 10,
-    PROFILE_PERIOD_TYPE = 11, PROFILE_PERIOD = 12, PROFILE_COMMENT = 13,
-    PROFILE_DEFAULT_SAMPLE_TYPE = 14
-};
-enum { VALUE_TYPE_TYPE = 1, VALUE_TYPE_UNIT = 2 };
-enum { SAMPLE_LOCATION_ID = 1, SAMPLE_VALUE = 2, SAMPLE_LABEL = 3 };
-enum { LABEL_KEY = 1, LABEL_STR = 2, LABEL_NUM = 3, LABEL_NUM_UNIT = 4 };
-enum { LOCATION_ID = 1, LOCATION_ADDRESS = 3, LOCATION_LINE = 4 };
-enum { LINE_FUNCTION_ID = 1, LINE_LINE = 2 };
-enum { FUNCTION_ID = 1, FUNCTION_NAME = 2, FUNCTION_SYSTEM_NAME = 3, FUNCTION_FILENAME = 4,
-       FUNCTION_START_LINE = 5 };
 
 /* one field as read: a varint value or a length-delimited payload */
 typedef struct field {
@@ -78,14 +66,7 @@ static size_t at(const dec *d, const uint8_t *p) { return (size_t)(p - d->base);
 /* grows *arr to hold need elements of elem bytes */
 static int grow(dec *d, void **arr, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < need) c *= 2;
-    void *q = c <= SIZE_MAX / elem ? realloc(*arr, c * elem) : NULL;
-    if (!q) return fail(d, "out of memory");
-    *arr = q;
-    *cap = c;
-    return 0;
+    return hk_array_grow(arr, cap, need, elem) == 0 ? 0 : fail(d, "out of memory");
 }
 
 static int varint(dec *d, hk_pb_reader *r, uint64_t *v)

@@ -9,21 +9,9 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "pprof_fields.h"
 #include "protobuf.h"
 
-enum { /* Profile */
-    PROFILE_SAMPLE_TYPE = 1, PROFILE_SAMPLE = 2, PROFILE_LOCATION = 4, PROFILE_FUNCTION = 5,
-    PROFILE_STRING_TABLE = 6, PROFILE_TIME_NANOS = 9, PROFILE_DURATION_NANOS = 10,
-    PROFILE_PERIOD_TYPE = 11, PROFILE_PERIOD = 12, PROFILE_COMMENT = 13,
-    PROFILE_DEFAULT_SAMPLE_TYPE = 14
-};
-enum { VALUE_TYPE_TYPE = 1, VALUE_TYPE_UNIT = 2 };
-enum { SAMPLE_LOCATION_ID = 1, SAMPLE_VALUE = 2, SAMPLE_LABEL = 3 };
-enum { LABEL_KEY = 1, LABEL_STR = 2, LABEL_NUM = 3, LABEL_NUM_UNIT = 4 };
-enum { LOCATION_ID = 1, LOCATION_LINE = 4 };
-enum { LINE_FUNCTION_ID = 1, LINE_LINE = 2 };
-enum { FUNCTION_ID = 1, FUNCTION_NAME = 2, FUNCTION_SYSTEM_NAME = 3, FUNCTION_FILENAME = 4,
-       FUNCTION_START_LINE = 5 };
 
 static void put_message(hk_buf *out, uint32_t field, hk_buf *msg)
 {

@@ -1,20 +1,17 @@
 /* profile.c — see profile.h. Growth of the pools is amortised doubling. */
 #include "profile.h"
 
+#include "buf.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 /* grow *arr (elements of elem bytes) so it can hold need; sets oom on failure */
 static int reserve(hk_profile *p, void **arr, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*arr, c * elem);
-    if (!q) { p->oom = 1; return -1; }
-    *arr = q;
-    *cap = c;
-    return 0;
+    if (hk_array_grow(arr, cap, need, elem) == 0) return 0;
+    p->oom = 1;
+    return -1;
 }
 
 hk_profile *hk_profile_new(void)

@@ -10,6 +10,7 @@
  * the Ruby heap, which could start a GC mid-sample); they grow only when a new
  * frame/stack appears, so steady-state sampling allocates nothing.
  */
+#include "buf.h"
 #include "sampler.h"
 
 #include <pthread.h>
@@ -37,18 +38,6 @@ static clockid_t mode_clock(void)
     return S.cfg.mode == HK_MODE_CPU ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 1024;
-    while (c < need) c *= 2;
-    void *p = realloc(*arr, c * elem);
-    if (!p) return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
-}
-
 /* ---- threads ---------------------------------------------------------- */
 
 static hk_thread *thread_find(VALUE th)
@@ -59,7 +48,7 @@ static hk_thread *thread_find(VALUE th)
 
 static hk_thread *thread_add(VALUE th, int64_t prev_clock)
 {
-    if (grow((void **)&S.threads, &S.threads_cap, S.nthreads + 1, sizeof(*S.threads)) < 0 ||
+    if (hk_array_grow((void **)&S.threads, &S.threads_cap, S.nthreads + 1, sizeof(*S.threads)) < 0 ||
         hk_u64_map_put(&S.thread_ids, (uint64_t)th, (uint32_t)S.nthreads) < 0)
         return NULL;
     hk_thread *t = &S.threads[S.nthreads++];
@@ -153,7 +142,7 @@ static uint32_t frame_id(VALUE frame)
 {
     uint32_t id;
     if (hk_u64_map_get(&S.frame_ids, (uint64_t)frame, &id)) return id;
-    if (grow((void **)&S.frame_values, &S.frames_cap, S.nframes + 1, sizeof(VALUE)) < 0) return 0;
+    if (hk_array_grow((void **)&S.frame_values, &S.frames_cap, S.nframes + 1, sizeof(VALUE)) < 0) return 0;
     id = (uint32_t)S.nframes + 1;
     if (hk_u64_map_put(&S.frame_ids, (uint64_t)frame, id) < 0) return 0;
     S.frame_values[S.nframes++] = frame;
@@ -165,7 +154,7 @@ static uint32_t location_id(uint32_t fid, int line)
     uint64_t key = ((uint64_t)fid << 32) | (uint32_t)(line < 0 ? 0 : line);
     uint32_t id;
     if (hk_u64_map_get(&S.loc_ids, key, &id)) return id;
-    if (grow((void **)&S.loc_keys, &S.locs_cap, S.nlocs + 1, sizeof(*S.loc_keys)) < 0) return 0;
+    if (hk_array_grow((void **)&S.loc_keys, &S.locs_cap, S.nlocs + 1, sizeof(*S.loc_keys)) < 0) return 0;
     id = (uint32_t)S.nlocs + 1;
     if (hk_u64_map_put(&S.loc_ids, key, id) < 0) return 0;
     S.loc_keys[S.nlocs++] = key;
@@ -183,7 +172,7 @@ static int64_t agg_row(uint32_t stack, uint32_t seq)
     int64_t id = hk_intern_seq(&S.agg, key, 3);
     if (id < 0) return -1;
     if ((size_t)id == before) {
-        if (grow((void **)&S.agg_weight, &S.agg_cap, before + 1, sizeof(int64_t)) < 0) return -1;
+        if (hk_array_grow((void **)&S.agg_weight, &S.agg_cap, before + 1, sizeof(int64_t)) < 0) return -1;
         uint64_t *c = realloc(S.agg_count, S.agg_cap * sizeof(*c));
         if (!c) return -1;
         S.agg_count = c;
@@ -192,7 +181,7 @@ static int64_t agg_row(uint32_t stack, uint32_t seq)
     }
     if (stack >= S.stack_rows_cap) {
         size_t old = S.stack_rows_cap;
-        if (grow((void **)&S.stack_rows, &S.stack_rows_cap, (size_t)stack + 1, sizeof(*S.stack_rows)) < 0) return id;
+        if (hk_array_grow((void **)&S.stack_rows, &S.stack_rows_cap, (size_t)stack + 1, sizeof(*S.stack_rows)) < 0) return id;
         memset(S.stack_rows + old, 0, (S.stack_rows_cap - old) * sizeof(*S.stack_rows));
     }
     S.stack_rows[stack] = (hk_stack_row){seq, (uint32_t)id + 1};
@@ -202,7 +191,7 @@ static int64_t agg_row(uint32_t stack, uint32_t seq)
 static int record(uint32_t stack, uint32_t seq, int64_t weight)
 {
     if (!S.cfg.aggregate) {
-        if (grow((void **)&S.raw, &S.raw_cap, S.nraw + 1, sizeof(*S.raw)) < 0) return -1;
+        if (hk_array_grow((void **)&S.raw, &S.raw_cap, S.nraw + 1, sizeof(*S.raw)) < 0) return -1;
         S.raw[S.nraw++] = (hk_raw_sample){stack, seq, weight, hk_clock_ns(CLOCK_REALTIME)};
         return 0;
     }

@@ -11,6 +11,7 @@
  * Contexts switched out (another thread or fiber ran) accrue wait time on the
  * frame they left on top.
  */
+#include "buf.h"
 #include "tracer.h"
 
 #include <pthread.h>
@@ -34,18 +35,6 @@ static VALUE sym_total_allocated_objects;
  * native threads here; a VM running M:N threads must not use this path.) */
 static __thread struct { uint64_t gen; hk_tcontext *ctx; } tls __attribute__((tls_model("initial-exec")));
 static uint64_t session_gen;
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *p = realloc(*arr, c * elem);
-    if (!p) return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
-}
 
 /* ---- measure ------------------------------------------------------------- */
 
@@ -101,7 +90,7 @@ static uint32_t method_index(VALUE klass, ID mid)
     } else {
         /* decide exclusion before inserting: it may allocate, and a GC must see consistent tables */
         int excluded = method_excluded(klass, mid);
-        if (grow((void **)&T.methods, &T.methods_cap, T.nmethods + 1, sizeof(*T.methods)) < 0) return 0;
+        if (hk_array_grow((void **)&T.methods, &T.methods_cap, T.nmethods + 1, sizeof(*T.methods)) < 0) return 0;
         int64_t id = hk_intern_seq(&T.method_index, key, 4);
         if (id < 0) return 0;
         index = (uint32_t)id;
@@ -116,7 +105,7 @@ static uint32_t method_index(VALUE klass, ID mid)
 
 static uint32_t new_node(uint32_t parent, uint32_t method, uint32_t seq)
 {
-    if (grow((void **)&T.nodes, &T.nodes_cap, T.nnodes + 1, sizeof(*T.nodes)) < 0) return UINT32_MAX;
+    if (hk_array_grow((void **)&T.nodes, &T.nodes_cap, T.nnodes + 1, sizeof(*T.nodes)) < 0) return UINT32_MAX;
     T.nodes[T.nnodes] = (hk_tnode){method, parent, seq, 0, 0, 0, 0};
     return (uint32_t)T.nnodes++;
 }
@@ -135,7 +124,7 @@ static uint32_t child_node(hk_troot *r, uint32_t parent, uint32_t method)
     if (id == UINT32_MAX || hk_u64_map_put(&T.children, key, id) < 0) return UINT32_MAX;
     *e = (hk_child_cache_entry){parent, method, id};
     if (parent == r->node &&
-        grow((void **)&r->top, &r->top_cap, r->ntop + 1, sizeof(*r->top)) == 0)
+        hk_array_grow((void **)&r->top, &r->top_cap, r->ntop + 1, sizeof(*r->top)) == 0)
         r->top[r->ntop++] = id;
     return id;
 }
@@ -156,7 +145,7 @@ static hk_troot *root_for(VALUE thread)
     if (T.cfg.merge_fibers)
         for (size_t i = 0; i < T.nroots; i++)
             if (T.roots[i].thread == thread) return &T.roots[i];
-    if (grow((void **)&T.roots, &T.roots_cap, T.nroots + 1, sizeof(*T.roots)) < 0) return NULL;
+    if (hk_array_grow((void **)&T.roots, &T.roots_cap, T.nroots + 1, sizeof(*T.roots)) < 0) return NULL;
     uint32_t node = new_node(UINT32_MAX, 0, (uint32_t)T.nroots + 1);
     if (node == UINT32_MAX) return NULL;
     hk_troot *r = &T.roots[T.nroots];
@@ -170,7 +159,7 @@ static hk_troot *root_for(VALUE thread)
 static hk_tcontext *new_context(VALUE fiber)
 {
     VALUE th = rb_thread_current();
-    if (grow((void **)&T.contexts, &T.contexts_cap, T.ncontexts + 1, sizeof(*T.contexts)) < 0) return NULL;
+    if (hk_array_grow((void **)&T.contexts, &T.contexts_cap, T.ncontexts + 1, sizeof(*T.contexts)) < 0) return NULL;
     hk_tcontext *c = calloc(1, sizeof(*c));
     if (!c) return NULL;
     c->fiber = fiber;
@@ -219,7 +208,7 @@ static void switch_context(hk_tcontext *c)
 
 static void on_call(hk_tcontext *c, uint32_t m, int64_t now)
 {
-    if (c->depth == c->cap && grow((void **)&c->stack, &c->cap, c->depth + 1, sizeof(*c->stack)) < 0) {
+    if (c->depth == c->cap && hk_array_grow((void **)&c->stack, &c->cap, c->depth + 1, sizeof(*c->stack)) < 0) {
         T.dropped++;
         return;
     }
@@ -281,7 +270,7 @@ static void adopt_caller(hk_tcontext *c, uint32_t m, int64_t now)
     r->wait = 0;
     r->ntop = 0;
     hk_u64_map_put(&T.children, ((uint64_t)r->node << 32) | m, x);
-    if (grow((void **)&r->top, &r->top_cap, 1, sizeof(*r->top)) == 0) r->top[r->ntop++] = x;
+    if (hk_array_grow((void **)&r->top, &r->top_cap, 1, sizeof(*r->top)) == 0) r->top[r->ntop++] = x;
 }
 
 static void on_return(hk_tcontext *c, uint32_t m, int64_t now)
@@ -369,7 +358,7 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
     if (rb_const_defined(mod, rb_intern("Autorun")))
         T.own_classes[1] = rb_singleton_class(rb_const_get(mod, rb_intern("Autorun")));
     /* method 0 is the context root; node ids come from new_node */
-    if (grow((void **)&T.methods, &T.methods_cap, 1, sizeof(*T.methods)) < 0) goto oom;
+    if (hk_array_grow((void **)&T.methods, &T.methods_cap, 1, sizeof(*T.methods)) < 0) goto oom;
     uint32_t none[4] = {0, 0, 0, 0};
     if (hk_intern_seq(&T.method_index, none, 4) != 0) goto oom;
     T.methods[0] = (hk_tmethod){Qnil, 0, 0};
