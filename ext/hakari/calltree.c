@@ -385,3 +385,19 @@ void hk_ct_put_clean(hk_buf *out, const char *s)
 {
     for (; *s; s++) hk_buf_putc(out, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : (uint8_t)*s);
 }
+
+void hk_ct_put_summary(hk_buf *out, const hk_calltree *ct)
+{
+    hk_buf_printf(out, "Measure: %s (%s)\n", hk_calltree_measure(ct), ct->ns ? "ms" : "count");
+    hk_buf_printf(out, "Threads: %zu\n", ct->nthreads);
+    hk_buf_puts(out, "Total:");
+    hk_ct_put_column(out, ct, ct->total);
+    if (ct->wait_vi >= 0) {
+        hk_buf_puts(out, " (self");
+        hk_ct_put_column(out, ct, ct->self);
+        hk_buf_puts(out, ", wait");
+        hk_ct_put_column(out, ct, ct->wait);
+        hk_buf_putc(out, ')');
+    }
+    hk_buf_printf(out, "\n%s: %" PRId64 "\n", ct->sampling ? "Samples" : "Calls", ct->calls);
+}

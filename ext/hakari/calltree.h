@@ -96,5 +96,7 @@ static inline int64_t hk_calltree_sub(int64_t a, int64_t b)
 void hk_ct_put_column(hk_buf *out, const hk_calltree *ct, int64_t v);
 double hk_ct_pct(int64_t v, int64_t total);
 void hk_ct_put_clean(hk_buf *out, const char *s);
+/* the reports' common header: measure and unit, threads, total (self, wait), calls or samples */
+void hk_ct_put_summary(hk_buf *out, const hk_calltree *ct);
 
 #endif

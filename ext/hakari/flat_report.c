@@ -33,19 +33,7 @@ static void put_method(hk_buf *out, const hk_profile *p, const hk_ct_method *m)
 
 static void header(hk_buf *out, const hk_calltree *ct)
 {
-    const char *count = ct->sampling ? "Samples" : "Calls";
-    hk_buf_printf(out, "Measure: %s (%s)\n", hk_calltree_measure(ct), ct->ns ? "ms" : "count");
-    hk_buf_printf(out, "Threads: %zu\n", ct->nthreads);
-    hk_buf_puts(out, "Total:");
-    hk_ct_put_column(out, ct, ct->total);
-    if (ct->wait_vi >= 0) {
-        hk_buf_puts(out, " (self");
-        hk_ct_put_column(out, ct, ct->self);
-        hk_buf_puts(out, ", wait");
-        hk_ct_put_column(out, ct, ct->wait);
-        hk_buf_putc(out, ')');
-    }
-    hk_buf_printf(out, "\n%s: %" PRId64 "\n", count, ct->calls);
+    hk_ct_put_summary(out, ct);
     hk_buf_puts(out, "Sort by: self\n\n");
 }
 

@@ -94,18 +94,7 @@ static void block(hk_buf *out, const hk_calltree *ct, const hk_ct_method *m, con
 
 static void header(hk_buf *out, const hk_calltree *ct)
 {
-    hk_buf_printf(out, "Measure: %s (%s)\n", hk_calltree_measure(ct), ct->ns ? "ms" : "count");
-    hk_buf_printf(out, "Threads: %zu\n", ct->nthreads);
-    hk_buf_puts(out, "Total:");
-    hk_ct_put_column(out, ct, ct->total);
-    if (ct->wait_vi >= 0) {
-        hk_buf_puts(out, " (self");
-        hk_ct_put_column(out, ct, ct->self);
-        hk_buf_puts(out, ", wait");
-        hk_ct_put_column(out, ct, ct->wait);
-        hk_buf_putc(out, ')');
-    }
-    hk_buf_printf(out, "\n%s: %" PRId64 "\n", ct->sampling ? "Samples" : "Calls", ct->calls);
+    hk_ct_put_summary(out, ct);
     hk_buf_puts(out, "Sort by: total\n\n" RULE);
     hk_buf_printf(out, "  %%total    %%self       total        self        wait       child %15s   name  location\n",
                   ct->sampling ? "samples" : "calls");
