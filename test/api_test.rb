@@ -246,11 +246,30 @@ class ApiTest < Minitest::Test
   end
 
   def test_timer_uses_a_thread_directed_signal_on_linux
-    skip_unless_linux = RUBY_PLATFORM.include?("linux")
+    linux = RUBY_PLATFORM.include?("linux")
     data = Hakari.start(mode: :wall) { Workloads.spin(0.01) }
-    assert_equal "timer_create(SIGEV_THREAD_ID)", data[:timer] if skip_unless_linux
+    assert_equal "timer_create(SIGEV_THREAD_ID)", data[:timer] if linux
     data = Hakari.start(mode: :cpu) { Workloads.spin(0.01) }
-    assert_equal "perf_event task-clock per thread", data[:timer] if skip_unless_linux
+    assert_equal "perf_event task-clock per thread", data[:timer] if linux
+  end
+
+  # cpu mode keeps a descriptor per live thread; past a quarter of the limit it polls instead
+  def test_cpu_mode_never_starves_the_program_of_descriptors
+    script = <<~RUBY
+      Process.setrlimit(:NOFILE, 64)
+      d = Hakari.start(mode: :cpu) do
+        q = Queue.new
+        threads = 30.times.map { Thread.new { q.pop; x = 0; 200_000.times { x += 1 } } }
+        sleep 0.2 # all 30 alive, each with a counter, before any finishes
+        files = 20.times.map { File.open(RbConfig.ruby) } # the program's own descriptors still open
+        30.times { q << 1 }
+        threads.each(&:join)
+        files.each(&:close)
+      end
+      print d[:timer], ",", d[:thread_count] > 5
+    RUBY
+    out = IO.popen([RbConfig.ruby, "-I#{File.expand_path('../lib', __dir__)}", "-rhakari", "-e", script], err: %i[child out], &:read)
+    assert_equal "timer_create(SIGEV_THREAD_ID),true", out
   end
 
   def test_exception_in_block_stops_and_propagates

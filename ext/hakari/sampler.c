@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <ruby/debug.h>
@@ -82,17 +83,35 @@ static int other_thread_cpu_ns(int tid, int64_t *out)
 }
 
 /* cpu mode: this thread's CPU time drives its samples (cpu_events.h) */
+static void close_event(hk_thread *t)
+{
+    if (t->event_fd >= 0) S.open_events--;
+    hk_cpu_event_close(t->event_fd);
+    t->event_fd = -1;
+}
+
+static void on_timer(int fd);
+
+/* A descriptor per live thread must never starve the program of descriptors:
+ * past a quarter of its limit (or when a counter cannot be had), every counter
+ * closes and the worker polls the process CPU clock instead. */
+static void fall_back_to_polling(void)
+{
+    char err[128];
+    for (size_t i = 0; i < S.nthreads; i++) close_event(&S.threads[i]);
+    S.use_events = 0;
+    hk_timer_stop();
+    if (hk_timer_start(S.period_ns, on_timer, err, sizeof(err)) < 0) S.dropped_count++; /* no clock: no samples */
+}
+
 static void open_event(hk_thread *t)
 {
     if (!S.use_events || t->event_fd >= 0 || t->tid <= 0) return;
+    if (S.open_events >= S.max_events) { fall_back_to_polling(); return; }
     t->event_fd = hk_cpu_event_open(t->tid, S.period_ns, hk_timer_signal(), hk_timer_worker_tid());
-    if (t->event_fd >= 0 && t->event_fd < HK_EVENT_FDS) S.fd_clock[t->event_fd] = hk_thread_cpu_clock(t->tid);
-}
-
-static void close_event(hk_thread *t)
-{
-    hk_cpu_event_close(t->event_fd);
-    t->event_fd = -1;
+    if (t->event_fd < 0) { fall_back_to_polling(); return; }
+    S.open_events++;
+    if (t->event_fd < HK_EVENT_FDS) S.fd_clock[t->event_fd] = hk_thread_cpu_clock(t->tid);
 }
 
 /* Threads alive at start get a baseline clock now, so their first sample
@@ -392,13 +411,19 @@ static void close_events(void)
 static int start_events(char *err, size_t errlen)
 {
     S.fd_clock = calloc(HK_EVENT_FDS, sizeof(*S.fd_clock));
-    if (!S.fd_clock || hk_timer_start(0, on_timer, err, errlen) < 0) return -1;
+    struct rlimit lim;
+    S.max_events = getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY ? (int)(lim.rlim_cur / 4) : 256;
+    if (S.max_events > HK_EVENT_FDS / 2) S.max_events = HK_EVENT_FDS / 2;
+    if (!S.fd_clock || S.nthreads > (size_t)S.max_events || hk_timer_start(0, on_timer, err, errlen) < 0) return -1;
     if (hk_timer_signal() && hk_timer_worker_tid()) {
-        S.use_events = 1;
-        for (size_t i = 0; i < S.nthreads; i++) open_event(&S.threads[i]);
-        if (S.nthreads && S.threads[0].event_fd >= 0) return 0; /* threads[0]: the caller */
-        close_events();
-        S.use_events = 0;
+        /* a probe on this thread first: where perf events are refused, poll from the start */
+        int probe = hk_cpu_event_open(0, S.period_ns, hk_timer_signal(), hk_timer_worker_tid());
+        if (probe >= 0) {
+            hk_cpu_event_close(probe);
+            S.use_events = 1;
+            for (size_t i = 0; i < S.nthreads && S.use_events; i++) open_event(&S.threads[i]);
+            return 0; /* events, or the polling timer that open_event fell back to */
+        }
     }
     hk_timer_stop();
     return -1;

@@ -121,6 +121,7 @@ typedef struct hk_sampler {
     clockid_t tick_target;  /* the clock the handler reads: the last sampled thread's (cpu), or monotonic */
     int64_t period_ns;        /* immutable after start */
     int use_events;           /* cpu mode driven by per-thread perf counters (else polled) */
+    int open_events, max_events; /* counters open now; the most the descriptor limit allows */
     clockid_t *fd_clock;      /* HK_EVENT_FDS entries: event fd -> thread CPU clock, read by the handler */
     int64_t last_trigger_cpu; /* owned by the handler: process CPU time at the last cpu-mode trigger */
 } hk_sampler;
