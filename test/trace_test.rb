@@ -313,5 +313,17 @@ class TraceTest < Minitest::Test
       end
     end
   end
+
+  # rubygems' Ruby Kernel#require keeps the C one as gem_original_require: same owner, same
+  # original name, two methods
+  def test_a_ruby_method_and_its_c_alias_stay_apart
+    data = Hakari.start(mode: :trace) { require "json" }
+    requires = data.methods_table.select { _1[:name] == "Kernel#require" }
+    assert_equal 2, requires.size
+    c_req, ruby_req = requires.partition { _1[:file] == "<cfunc>" }.map(&:first)
+    assert_match(/kernel_require\.rb/, ruby_req[:file])
+    assert_equal({ "Kernel#require" => 1 }, c_req[:callers], "the Ruby one calls the C one")
+    requires.each { |r| assert_equal 1, r[:calls]; refute r[:recursive] }
+  end
 end
 

@@ -90,9 +90,10 @@ static uint32_t *resolve_methods(const hk_tracer *t, hk_profile *p)
     uint32_t *func_of = calloc(t->nmethods + 1, sizeof(*func_of));
     if (!func_of) return NULL;
     for (size_t i = 1; i < t->nmethods; i++) {
-        VALUE file;
-        long line;
-        source_location(t->methods[i].klass, t->methods[i].mid, &file, &line);
+        VALUE file = Qnil;
+        long line = 0;
+        /* a C method's owner may also have a Ruby method of the same original name */
+        if (!t->methods[i].cfunc) source_location(t->methods[i].klass, t->methods[i].mid, &file, &line);
         uint32_t name = rstr(p, hk_trace_method_label(t->methods[i].klass, t->methods[i].mid), "?");
         func_of[i] = hk_profile_function(p, name, 0, rstr(p, file, "<cfunc>"), line);
     }

@@ -76,14 +76,17 @@ static int method_excluded(VALUE klass, ID mid)
 }
 
 /* method index for (klass, mid); 0 when out of memory (counted as the root, harmlessly) */
-static uint32_t method_index(VALUE klass, ID mid)
+/* A method is (owner, original id, C or Ruby): rubygems' Ruby Kernel#require
+ * and the C one it keeps as gem_original_require share owner and original id. */
+static uint32_t method_index(VALUE klass, ID mid, int cfunc)
 {
-    size_t slot = (size_t)(((uint64_t)klass >> 3) ^ (uint64_t)mid ^ ((uint64_t)mid >> 10)) & (HK_METHOD_CACHE - 1);
+    size_t slot = (size_t)(((uint64_t)klass >> 3) ^ (uint64_t)mid ^ ((uint64_t)mid >> 10) ^ (uint64_t)cfunc) &
+                  (HK_METHOD_CACHE - 1);
     hk_method_cache_entry *e = &T.method_cache[slot];
-    if (e->klass == klass && e->mid == mid && e->index) return e->index;
-    uint32_t key[4] = {(uint32_t)klass, (uint32_t)((uint64_t)klass >> 32), (uint32_t)mid,
-                       (uint32_t)((uint64_t)mid >> 32)};
-    int64_t found = hk_intern_find(&T.method_index, key, 4);
+    if (e->klass == klass && e->mid == mid && e->cfunc == cfunc && e->index) return e->index;
+    uint32_t key[5] = {(uint32_t)klass, (uint32_t)((uint64_t)klass >> 32), (uint32_t)mid,
+                       (uint32_t)((uint64_t)mid >> 32), (uint32_t)cfunc};
+    int64_t found = hk_intern_find(&T.method_index, key, 5);
     uint32_t index;
     if (found >= 0) {
         index = (uint32_t)found;
@@ -91,13 +94,13 @@ static uint32_t method_index(VALUE klass, ID mid)
         /* decide exclusion before inserting: it may allocate, and a GC must see consistent tables */
         int excluded = method_excluded(klass, mid);
         if (hk_array_grow((void **)&T.methods, &T.methods_cap, T.nmethods + 1, sizeof(*T.methods)) < 0) return 0;
-        int64_t id = hk_intern_seq(&T.method_index, key, 4);
+        int64_t id = hk_intern_seq(&T.method_index, key, 5);
         if (id < 0) return 0;
         index = (uint32_t)id;
-        T.methods[index] = (hk_tmethod){klass, mid, excluded};
+        T.methods[index] = (hk_tmethod){klass, mid, excluded, cfunc};
         T.nmethods = index + 1;
     }
-    *e = (hk_method_cache_entry){klass, mid, index};
+    *e = (hk_method_cache_entry){klass, mid, index, cfunc};
     return index;
 }
 
@@ -315,7 +318,7 @@ static void trace_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE
     int64_t now = measure_now(c);
     /* the VM passes id and class with C events only; a Ruby method's are in its frame */
     if (!mid) rb_frame_method_id_and_class(&mid, &klass);
-    uint32_t m = method_index(klass, mid);
+    uint32_t m = method_index(klass, mid, (ev & (RUBY_EVENT_C_CALL | RUBY_EVENT_C_RETURN)) != 0);
     if (ev & (RUBY_EVENT_CALL | RUBY_EVENT_C_CALL)) on_call(c, m, now);
     else on_return(c, m, now);
 }
@@ -359,9 +362,9 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
         T.own_classes[1] = rb_singleton_class(rb_const_get(mod, rb_intern("Autorun")));
     /* method 0 is the context root; node ids come from new_node */
     if (hk_array_grow((void **)&T.methods, &T.methods_cap, 1, sizeof(*T.methods)) < 0) goto oom;
-    uint32_t none[4] = {0, 0, 0, 0};
-    if (hk_intern_seq(&T.method_index, none, 4) != 0) goto oom;
-    T.methods[0] = (hk_tmethod){Qnil, 0, 0};
+    uint32_t none[5] = {0, 0, 0, 0, 0};
+    if (hk_intern_seq(&T.method_index, none, 5) != 0) goto oom;
+    T.methods[0] = (hk_tmethod){Qnil, 0, 0, 0};
     T.nmethods = 1;
     T.start_real_ns = hk_trace_clock_ns(CLOCK_REALTIME);
     T.start_mono_ns = hk_trace_clock_ns(CLOCK_MONOTONIC);

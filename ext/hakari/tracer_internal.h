@@ -16,12 +16,14 @@ typedef struct hk_tmethod {
     VALUE klass;
     ID mid;
     int excluded;
+    int cfunc; /* seen through c_call/c_return */
 } hk_tmethod;
 
 typedef struct hk_method_cache_entry {
     VALUE klass;
     ID mid;
     uint32_t index;
+    int cfunc;
 } hk_method_cache_entry;
 
 /* the root of one call tree: a thread's or fiber's, or a shared one when merged */
