@@ -115,15 +115,18 @@ typedef struct hk_sampler {
     hk_thread *threads; size_t nthreads, threads_cap;
     uint32_t nseq;      /* threads that have been sampled */
     uint64_t sampling_count, sample_count, dropped_count, sampling_time_ns;
-    /* atomic: written by the timer's signal handler */
-    volatile uint64_t trigger_count;
-    hk_tick tick;
-    clockid_t tick_target;  /* the clock the handler reads: the last sampled thread's (cpu), or monotonic */
     int64_t period_ns;        /* immutable after start */
     int use_events;           /* cpu mode driven by per-thread perf counters (else polled) */
     int open_events, max_events; /* counters open now; the most the descriptor limit allows */
     clockid_t *fd_clock;      /* HK_EVENT_FDS entries: event fd -> thread CPU clock, read by the handler */
+    clockid_t tick_target;    /* the clock the handler reads: the last sampled thread's (cpu), or monotonic */
+    /* written by the timer's signal handler on the worker, every tick: a cache
+     * line of their own, so the profiled thread's reads of the fields above do
+     * not bounce between cores (false sharing cost more than the stack walk) */
+    _Alignas(64) volatile uint64_t trigger_count;
+    hk_tick tick;
     int64_t last_trigger_cpu; /* owned by the handler: process CPU time at the last cpu-mode trigger */
+    _Alignas(64) char end_of_handler_fields;
 } hk_sampler;
 
 extern hk_sampler hk_the_sampler;
