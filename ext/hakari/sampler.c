@@ -1,10 +1,11 @@
 /* sampler.c — timer -> postponed job -> stack walk -> aggregation (see sampler.h).
  *
- * The timer's signal handler only counts and triggers the postponed job. The
- * job runs on whichever Ruby thread reaches a safepoint holding the GVL; it
- * weighs the sample by *that thread's* clock delta since its previous sample
- * (CPU clock in cpu mode, monotonic clock in wall mode), so no time is lost
- * or double-counted when a safepoint comes late.
+ * The timer's signal handler reads the clock at the tick, counts, and
+ * triggers the postponed job. The job runs on whichever Ruby thread reaches a
+ * safepoint holding the GVL; it weighs the sample by *that thread's* clock at
+ * the tick minus its clock at its previous sample (CPU clock in cpu mode,
+ * monotonic clock in wall mode), so no time is lost or double-counted when a
+ * safepoint comes late, and the rest of a long C call goes to the next sample.
  * Aggregation happens inside the job, under the GVL: no lock is needed, and
  * the GC mark function sees consistent tables. The tables use malloc (never
  * the Ruby heap, which could start a GC mid-sample); they grow only when a new
@@ -60,6 +61,8 @@ static hk_thread *thread_add(VALUE th, int64_t prev_clock)
     t->has_clock = 0;
     t->tid = 0;
     t->event_fd = -1;
+    t->last_stack = -1;
+    t->prev_wall = 0;
     return t;
 }
 
@@ -100,6 +103,7 @@ static void fall_back_to_polling(void)
     char err[128];
     for (size_t i = 0; i < S.nthreads; i++) close_event(&S.threads[i]);
     S.use_events = 0;
+    S.polling = 1;
     hk_timer_stop();
     if (hk_timer_start(S.period_ns, on_timer, err, sizeof(err)) < 0) S.dropped_count++; /* no clock: no samples */
 }
@@ -292,6 +296,54 @@ static int64_t clock_at_tick(hk_thread *t)
     return hk_clock_ns(t->clock);
 }
 
+/* wall mode, and cpu mode on perf clocks: this thread's clock at the tick */
+static int64_t tick_weight(hk_thread *t)
+{
+    int64_t now = clock_at_tick(t);
+    int64_t weight = t->prev_clock < 0 ? S.period_ns : now - t->prev_clock;
+    if (weight < 0) return 0;
+    t->prev_clock = now;
+    return weight;
+}
+
+/* cpu mode on the wall-clock timer (the default). Reading the thread's CPU
+ * clock at the tick would mean reading it from the worker, and perf clocks put
+ * a timer interrupt on the profiled thread's core each period: both cost the
+ * program far more, in a VM, than this thread reading its own clock here.
+ * The weight is the CPU used since the last sample less the wall time since
+ * the tick (the thread ran through it, at most all of it), which goes to the
+ * next sample as in wall mode. A thread that used under half of the wall time
+ * between its two ticks was blocked most of it (a sleep, I/O, a lock): the CPU
+ * it did use ran before it blocked, on the way from its previous stack, so
+ * *blocked tells the caller to charge that stack. */
+static int64_t cpu_weight(hk_thread *t, int *blocked)
+{
+    int64_t cpu = hk_clock_ns(t->clock);
+    int64_t wall = hk_clock_ns(CLOCK_MONOTONIC);
+    int64_t tick = wall;
+    uint32_t s1 = __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE);
+    clockid_t c = S.tick.clock;
+    int64_t v = S.tick.value;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (s1 == __atomic_load_n(&S.tick.seq, __ATOMIC_RELAXED) && !(s1 & 1) && c == CLOCK_MONOTONIC && v > 0 &&
+        v <= wall)
+        tick = v;
+    if (t->prev_clock < 0) { /* a thread of unknown history: one nominal period */
+        t->prev_clock = cpu;
+        t->prev_wall = tick;
+        return S.period_ns;
+    }
+    int64_t used = cpu - t->prev_clock;
+    if (used < 0) used = 0;
+    int64_t lag = wall - tick;
+    if (lag > used) lag = used;
+    int64_t weight = used - lag;
+    *blocked = t->prev_wall > 0 && weight * 2 < tick - t->prev_wall;
+    t->prev_clock = cpu - lag;
+    t->prev_wall = tick;
+    return weight;
+}
+
 static void take_sample(void)
 {
     VALUE th = rb_thread_current();
@@ -307,13 +359,10 @@ static void take_sample(void)
     /* Weigh the sample up to the tick, not up to now: the time between the tick
      * and this safepoint (the rest of a long C call) belongs with the next
      * sample, which is how each tick's period goes to the stack seen at it. */
-    int64_t now = clock_at_tick(t);
-    int64_t weight = t->prev_clock < 0 ? 1000000000LL / S.cfg.frequency : now - t->prev_clock;
-    if (weight < 0) weight = 0;
-    else t->prev_clock = now;
-    /* cpu mode: the handler reads the clock of the thread most likely to run the next job */
-    if (S.cfg.mode == HK_MODE_CPU && t->clock != CLOCK_THREAD_CPUTIME_ID)
-        __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED);
+    int blocked = 0;
+    int64_t weight = S.cfg.mode == HK_MODE_CPU && !S.use_events ? cpu_weight(t, &blocked) : tick_weight(t);
+    /* perf clocks: the handler reads the clock of the thread most likely to run the next job */
+    if (S.use_events) __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED);
 
     int max = S.cfg.max_depth;
     int n = rb_profile_frames(0, max + 1, S.frame_buf, S.line_buf);
@@ -321,12 +370,15 @@ static void take_sample(void)
     int truncated = n > max;
     if (truncated) n = max;
     int64_t stack = intern_current_stack(n, truncated);
-    if (stack < 0 || record((uint32_t)stack, t->seq, weight) < 0) {
-        S.prev_n = 0; /* the cache may be half-updated */
-        S.dropped_count++;
-        return;
-    }
+    if (stack < 0) goto drop;
+    int64_t to = blocked && t->last_stack >= 0 ? t->last_stack : stack;
+    t->last_stack = stack;
+    if (record((uint32_t)to, t->seq, weight) < 0) goto drop;
     S.sample_count++;
+    return;
+drop:
+    S.prev_n = 0; /* the cache may be half-updated */
+    S.dropped_count++;
 }
 
 /* ctx: GVL (postponed job) */
@@ -350,7 +402,7 @@ static void on_timer(int fd)
     if (S.use_events) {
         /* a thread's counter overflowed: that thread's clock is the one to read */
         if (fd >= 0 && fd < HK_EVENT_FDS && S.fd_clock[fd]) c = S.fd_clock[fd];
-    } else if (S.cfg.mode == HK_MODE_CPU) {
+    } else if (S.polling) {
         /* cpu mode samples every period of CPU time, polled at the timer's wall
          * rate: no sample lands in a sleep, so a method that uses no CPU is
          * never handed the CPU its predecessor used since the last sample */
@@ -457,7 +509,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.period_ns = 1000000000LL / cfg->frequency;
     S.last_trigger_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     S.tick.clock = (clockid_t)-1; /* no tick yet */
-    if (cfg->mode == HK_MODE_CPU) S.tick_target = hk_thread_cpu_clock(hk_gettid());
+    if (cfg->mode == HK_MODE_CPU && getenv("HAKARI_CPU_CLOCK")) S.tick_target = hk_thread_cpu_clock(hk_gettid());
     S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     register_existing_threads();
@@ -472,7 +524,9 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
      * stop-time tail (take_tail_sample) keeps what is still missed from being lost. */
     rb_thread_call_without_gvl(nothing, NULL, RUBY_UBF_IO, NULL);
     S.running = 1;
-    if (cfg->mode == HK_MODE_CPU && start_events(err, errlen) == 0) return 0;
+    /* HAKARI_CPU_CLOCK=perf: cpu mode ticks on each thread's own CPU time (README) */
+    const char *how = getenv("HAKARI_CPU_CLOCK");
+    if (cfg->mode == HK_MODE_CPU && how && strcmp(how, "perf") == 0 && start_events(err, errlen) == 0) return 0;
     if (hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen) < 0) {
         S.running = 0;
         free_tables();

@@ -66,6 +66,8 @@ typedef struct hk_thread {
     int has_clock;
     int tid;             /* native thread id (cpu mode, Linux), 0 if unknown */
     int event_fd;        /* its CPU-time sampling counter (cpu_events.h), or -1 */
+    int64_t last_stack;  /* its previous sample's stack id, or -1 */
+    int64_t prev_wall;   /* cpu mode: monotonic time of the tick of its previous sample */
 } hk_thread;
 
 #define HK_EVENT_FDS 4096 /* descriptors below this map to their thread's clock for the handler */
@@ -118,6 +120,7 @@ typedef struct hk_sampler {
     int64_t period_ns;        /* immutable after start */
     int use_events;           /* cpu mode driven by per-thread perf counters (else polled) */
     int open_events, max_events; /* counters open now; the most the descriptor limit allows */
+    int polling;              /* perf clocks fell back: the worker polls the process CPU clock */
     clockid_t *fd_clock;      /* HK_EVENT_FDS entries: event fd -> thread CPU clock, read by the handler */
     clockid_t tick_target;    /* the clock the handler reads: the last sampled thread's (cpu), or monotonic */
     /* written by the timer's signal handler on the worker, every tick: a cache
