@@ -19,6 +19,10 @@ have_func("gettid", "unistd.h")
 have_func("pthread_getcpuclockid", "pthread.h")
 have_func("rb_class_attached_object", "ruby.h")
 
+# the gem's version, from its one source, for the profiles' comments
+require_relative "../../lib/hakari/version"
+$defs << %(-DHK_VERSION=\\"#{Hakari::VERSION}\\")
+
 $CFLAGS << " -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter"
 $CFLAGS << " -Werror" if ENV["HAKARI_WERROR"] == "1"
 $CFLAGS << " #{ENV['HAKARI_EXTRA_CFLAGS']}" if ENV["HAKARI_EXTRA_CFLAGS"]

@@ -205,16 +205,11 @@ static VALUE profile_samples(VALUE self)
     return samples_ary(o->p, o->traced || o->st.aggregate);
 }
 
-static const char *measure_name(hk_measure m)
-{
-    return m == HK_MEASURE_CPU ? "cpu" : m == HK_MEASURE_ALLOCATIONS ? "allocations" : "wall";
-}
-
 static VALUE trace_counters(const hk_tracer_stats *ts)
 {
     VALUE h = rb_hash_new();
     SET(h, "mode", ID2SYM(id_trace));
-    SET(h, "measure", ID2SYM(rb_intern(measure_name(ts->measure))));
+    SET(h, "measure", ID2SYM(rb_intern(hk_measure_name(ts->measure))));
     SET(h, "start_time_ns", LL2NUM(ts->start_time_ns));
     SET(h, "duration_ns", LL2NUM(ts->duration_ns));
     SET(h, "event_count", ULL2NUM(ts->event_count));

@@ -13,7 +13,6 @@
 
 #include <ruby/debug.h>
 
-#define HK_VERSION_STR "0.1.0"
 
 static uint32_t rstring(hk_profile *p, VALUE s, const char *fallback)
 {
@@ -45,7 +44,7 @@ static uint32_t *resolve_frames(const hk_sampler *s, hk_profile *p)
 static void add_comments(hk_profile *p, const hk_sampler_stats *st)
 {
     char line[512];
-    hk_profile_add_comment(p, "hakari " HK_VERSION_STR);
+    hk_profile_add_comment(p, "hakari " HK_VERSION);
     snprintf(line, sizeof(line), "mode=%s frequency=%dHz aggregate=%s", st->mode == HK_MODE_CPU ? "cpu" : "wall",
              st->frequency, st->aggregate ? "true" : "false");
     hk_profile_add_comment(p, line);

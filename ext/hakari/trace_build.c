@@ -64,16 +64,11 @@ static uint32_t rstr(hk_profile *p, VALUE s, const char *fallback)
     return hk_profile_string_n(p, RSTRING_PTR(s), (size_t)RSTRING_LEN(s));
 }
 
-static const char *measure_name(hk_measure m)
-{
-    return m == HK_MEASURE_CPU ? "cpu" : m == HK_MEASURE_ALLOCATIONS ? "allocations" : "wall";
-}
-
 static void add_comments(hk_profile *p, const hk_tracer_stats *st)
 {
     char line[512];
-    hk_profile_add_comment(p, "hakari 0.1.0");
-    snprintf(line, sizeof(line), "mode=trace measure=%s", measure_name(st->measure));
+    hk_profile_add_comment(p, "hakari " HK_VERSION);
+    snprintf(line, sizeof(line), "mode=trace measure=%s", hk_measure_name(st->measure));
     hk_profile_add_comment(p, line);
     VALUE desc = rb_const_get(rb_cObject, rb_intern("RUBY_DESCRIPTION"));
     snprintf(line, sizeof(line), "ruby=%s", StringValueCStr(desc));
@@ -106,7 +101,7 @@ hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *s
     uint32_t *func_of = NULL, *loc_of = NULL, *path = NULL;
     size_t path_cap = 0;
     if (!p) return NULL;
-    const char *measure = measure_name(st->measure);
+    const char *measure = hk_measure_name(st->measure);
     const char *unit = st->measure == HK_MEASURE_ALLOCATIONS ? "count" : "nanoseconds";
     hk_profile_add_sample_type(p, "calls", "count");
     hk_profile_add_sample_type(p, measure, unit);

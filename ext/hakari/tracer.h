@@ -24,6 +24,12 @@
 
 typedef enum { HK_MEASURE_WALL = 0, HK_MEASURE_CPU = 1, HK_MEASURE_ALLOCATIONS = 2 } hk_measure;
 
+/* the measure's name, as Ruby, pprof and the reports spell it */
+static inline const char *hk_measure_name(hk_measure m)
+{
+    return m == HK_MEASURE_CPU ? "cpu" : m == HK_MEASURE_ALLOCATIONS ? "allocations" : "wall";
+}
+
 typedef struct hk_tracer_config {
     hk_measure measure;
     VALUE exclude;          /* Array of String (exact label) / Regexp, or Qnil */

@@ -51,11 +51,11 @@ module Hakari
         # and exit from inside the parser.
         op.base.long.clear
         op.base.short.clear
-        op.on("-m", "--mode MODE") { |v| o.mode = parse_mode(v) }
-        op.on("--measure MEASURE") { |v| o.measure = parse_measure(v) }
+        op.on("-m", "--mode MODE") { |v| o.mode = choice("mode", v, Hakari::MODES) }
+        op.on("--measure MEASURE") { |v| o.measure = choice("measure", v, Hakari::MEASURES) }
         op.on("-f", "--frequency HZ") { |v| o.frequency = parse_frequency(v) }
         op.on("-o", "--output PATH") { |v| o.output = v }
-        op.on("--format FORMAT") { |v| o.format = parse_format(v) }
+        op.on("--format FORMAT") { |v| o.format = choice("format", v, Hakari::FORMATS) }
         op.on("-v", "--verbose") { o.verbose = true }
         op.on("-p", "--print") { o.print = true } if name == "record"
         op.on("--report") { o.report = true } if name != "record" # exec implies it; accepted anyway
@@ -63,16 +63,11 @@ module Hakari
         op
       end
 
-      def parse_mode(value)
-        m = value.to_sym
-        return m if Hakari::MODES.include?(m)
-        raise UsageError, "unknown mode #{value.inspect} (expected #{either(Hakari::MODES)})"
-      end
-
-      def parse_measure(value)
-        m = value.to_sym
-        return m if Hakari::MEASURES.include?(m)
-        raise UsageError, "unknown measure #{value.inspect} (expected #{either(Hakari::MEASURES)})"
+      # value as one of the accepted symbols, or a UsageError naming it and them
+      def choice(what, value, accepted)
+        sym = value.to_sym
+        return sym if accepted.include?(sym)
+        raise UsageError, "unknown #{what} #{value.inspect} (expected #{either(accepted)})"
       end
 
       # The engine's range, checked here too so a bad value fails before the command runs.
@@ -81,12 +76,6 @@ module Hakari
         hz = Integer(value, 10, exception: false)
         return hz if hz && hz.between?(lo, hi)
         raise UsageError, "invalid frequency #{value.inspect} (expected an integer from #{lo} to #{hi} Hz)"
-      end
-
-      def parse_format(value)
-        f = value.to_sym
-        return f if Hakari::FORMATS.include?(f)
-        raise UsageError, "unknown format #{value.inspect} (expected #{either(Hakari::FORMATS)})"
       end
 
       # Checked before the command runs: finding out after a long run that the profile
