@@ -160,6 +160,13 @@ class ApiTest < Minitest::Test
     assert_operator total(cpu), :<, 10_000_000
   end
 
+  # cpu mode ticks on CPU time: a tick must not fall in a sleep and hand it the CPU used before it
+  def test_cpu_mode_gives_a_sleep_none_of_the_work_before_it
+    data = Hakari.start(mode: :cpu) { 60.times { Workloads.spin(0.002); sleep 0.001 } }
+    assert_in_delta 120_000_000, total(data), 20_000_000
+    assert_operator cumulative(data, "Kernel#sleep"), :<, total(data) * 0.05
+  end
+
   def test_wall_sleep_is_attributed_to_kernel_sleep_in_a_single_threaded_program
     script = <<~RUBY
       d = Hakari.start(mode: :wall) { sleep 0.2 }
@@ -250,13 +257,13 @@ class ApiTest < Minitest::Test
     data = Hakari.start(mode: :wall) { Workloads.spin(0.01) }
     assert_equal "timer_create(SIGEV_THREAD_ID)", data[:timer] if linux
     data = Hakari.start(mode: :cpu) { Workloads.spin(0.01) }
-    assert_equal "timer_create(SIGEV_THREAD_ID)", data[:timer] if linux
+    assert_equal "cpu-paced thread", data[:timer] # cpu mode's worker paces itself; no signal at all
     script = 'print Hakari.start(mode: :cpu) { x = 0; 100_000.times { x += 1 } }[:timer]'
     out = IO.popen({ "HAKARI_CPU_CLOCK" => "perf" }, [RbConfig.ruby, "-I#{File.expand_path('../lib', __dir__)}", "-rhakari", "-e", script], &:read)
     assert_equal "perf_event task-clock per thread", out if linux
   end
 
-  # cpu mode keeps a descriptor per live thread; past a quarter of the limit it polls instead
+  # perf clocks keep a descriptor per live thread; past a quarter of the limit the paced worker takes over
   def test_cpu_mode_never_starves_the_program_of_descriptors
     script = <<~RUBY
       Process.setrlimit(:NOFILE, 64)
@@ -273,7 +280,7 @@ class ApiTest < Minitest::Test
     RUBY
     env = { "HAKARI_CPU_CLOCK" => "perf" } # the clock that keeps a descriptor per thread
     out = IO.popen(env, [RbConfig.ruby, "-I#{File.expand_path('../lib', __dir__)}", "-rhakari", "-e", script], err: %i[child out], &:read)
-    assert_equal "timer_create(SIGEV_THREAD_ID),true", out
+    assert_equal "cpu-paced thread,true", out
   end
 
   def test_exception_in_block_stops_and_propagates

@@ -61,8 +61,6 @@ static hk_thread *thread_add(VALUE th, int64_t prev_clock)
     t->has_clock = 0;
     t->tid = 0;
     t->event_fd = -1;
-    t->last_stack = -1;
-    t->prev_wall = 0;
     return t;
 }
 
@@ -94,18 +92,18 @@ static void close_event(hk_thread *t)
 }
 
 static void on_timer(int fd);
+static int start_pacer(char *err, size_t errlen);
 
 /* A descriptor per live thread must never starve the program of descriptors:
  * past a quarter of its limit (or when a counter cannot be had), every counter
- * closes and the worker polls the process CPU clock instead. */
+ * closes and the default paced worker takes over. */
 static void fall_back_to_polling(void)
 {
     char err[128];
     for (size_t i = 0; i < S.nthreads; i++) close_event(&S.threads[i]);
     S.use_events = 0;
-    S.polling = 1;
     hk_timer_stop();
-    if (hk_timer_start(S.period_ns, on_timer, err, sizeof(err)) < 0) S.dropped_count++; /* no clock: no samples */
+    if (start_pacer(err, sizeof(err)) < 0) S.dropped_count++; /* no clock: no samples */
 }
 
 static void open_event(hk_thread *t)
@@ -306,44 +304,6 @@ static int64_t tick_weight(hk_thread *t)
     return weight;
 }
 
-/* cpu mode on the wall-clock timer (the default). Reading the thread's CPU
- * clock at the tick would mean reading it from the worker, and perf clocks put
- * a timer interrupt on the profiled thread's core each period: both cost the
- * program far more, in a VM, than this thread reading its own clock here.
- * The weight is the CPU used since the last sample less the wall time since
- * the tick (the thread ran through it, at most all of it), which goes to the
- * next sample as in wall mode. A thread that used under half of the wall time
- * between its two ticks was blocked most of it (a sleep, I/O, a lock): the CPU
- * it did use ran before it blocked, on the way from its previous stack, so
- * *blocked tells the caller to charge that stack. */
-static int64_t cpu_weight(hk_thread *t, int *blocked)
-{
-    int64_t cpu = hk_clock_ns(t->clock);
-    int64_t wall = hk_clock_ns(CLOCK_MONOTONIC);
-    int64_t tick = wall;
-    uint32_t s1 = __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE);
-    clockid_t c = S.tick.clock;
-    int64_t v = S.tick.value;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (s1 == __atomic_load_n(&S.tick.seq, __ATOMIC_RELAXED) && !(s1 & 1) && c == CLOCK_MONOTONIC && v > 0 &&
-        v <= wall)
-        tick = v;
-    if (t->prev_clock < 0) { /* a thread of unknown history: one nominal period */
-        t->prev_clock = cpu;
-        t->prev_wall = tick;
-        return S.period_ns;
-    }
-    int64_t used = cpu - t->prev_clock;
-    if (used < 0) used = 0;
-    int64_t lag = wall - tick;
-    if (lag > used) lag = used;
-    int64_t weight = used - lag;
-    *blocked = t->prev_wall > 0 && weight * 2 < tick - t->prev_wall;
-    t->prev_clock = cpu - lag;
-    t->prev_wall = tick;
-    return weight;
-}
-
 static void take_sample(void)
 {
     VALUE th = rb_thread_current();
@@ -359,10 +319,9 @@ static void take_sample(void)
     /* Weigh the sample up to the tick, not up to now: the time between the tick
      * and this safepoint (the rest of a long C call) belongs with the next
      * sample, which is how each tick's period goes to the stack seen at it. */
-    int blocked = 0;
-    int64_t weight = S.cfg.mode == HK_MODE_CPU && !S.use_events ? cpu_weight(t, &blocked) : tick_weight(t);
-    /* perf clocks: the handler reads the clock of the thread most likely to run the next job */
-    if (S.use_events) __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED);
+    int64_t weight = tick_weight(t);
+    /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
+    if (S.cfg.mode == HK_MODE_CPU) __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED);
 
     int max = S.cfg.max_depth;
     int n = rb_profile_frames(0, max + 1, S.frame_buf, S.line_buf);
@@ -371,9 +330,7 @@ static void take_sample(void)
     if (truncated) n = max;
     int64_t stack = intern_current_stack(n, truncated);
     if (stack < 0) goto drop;
-    int64_t to = blocked && t->last_stack >= 0 ? t->last_stack : stack;
-    t->last_stack = stack;
-    if (record((uint32_t)to, t->seq, weight) < 0) goto drop;
+    if (record((uint32_t)stack, t->seq, weight) < 0) goto drop;
     S.sample_count++;
     return;
 drop:
@@ -392,6 +349,22 @@ static void sample_job(void *arg)
     S.sampling_time_ns += (uint64_t)(hk_clock_ns(CLOCK_MONOTONIC) - t0);
 }
 
+/* publishes a tick's clock reading to the job (seqlock) and triggers the job;
+ * ctx: the timer worker, in its signal handler or its own loop */
+static void trigger(clockid_t c, int64_t value)
+{
+    __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
+    S.tick.clock = c;
+    S.tick.value = value;
+    __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+    rb_postponed_job_trigger(job_handle);
+#else
+    rb_postponed_job_register_one(0, sample_job, NULL);
+#endif
+}
+
 /* ctx: signal (the timer worker's handler) — async-signal-safe only
  * (clock_gettime is). Reading a thread's CPU clock here is a system call, but
  * on the worker thread, not on the profiled one. */
@@ -402,26 +375,48 @@ static void on_timer(int fd)
     if (S.use_events) {
         /* a thread's counter overflowed: that thread's clock is the one to read */
         if (fd >= 0 && fd < HK_EVENT_FDS && S.fd_clock[fd]) c = S.fd_clock[fd];
-    } else if (S.polling) {
-        /* cpu mode samples every period of CPU time, polled at the timer's wall
-         * rate: no sample lands in a sleep, so a method that uses no CPU is
-         * never handed the CPU its predecessor used since the last sample */
-        if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return;
-        int64_t cpu = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-        if (cpu - S.last_trigger_cpu < S.period_ns) return;
-        S.last_trigger_cpu = cpu;
     }
-    __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
-    int64_t v = clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1;
-    __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
-    S.tick.clock = c;
-    S.tick.value = v;
-    __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
-#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
-    rb_postponed_job_trigger(job_handle);
-#else
-    rb_postponed_job_register_one(0, sample_job, NULL);
-#endif
+    trigger(c, clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1);
+}
+
+/* cpu mode's default clock: a worker that paces itself on CPU time.
+ * Ticks must fall at even steps of the program's CPU time, not of wall time:
+ * a wall tick during a sleep would hand the sleeping method the CPU that ran
+ * before it. So the worker reads the CPU clock of the thread that ran the last
+ * sample, triggers when it has used a whole period since the last tick, and
+ * otherwise waits for as long as the rest of the period would take at full
+ * speed (a thread can use no more CPU than wall time). While that thread is
+ * running, the tick lands within a few µs of the period's end; while it
+ * sleeps, the worker looks every quarter period. When another thread holds
+ * the GVL, the process's CPU clock advancing by two periods triggers the job,
+ * which then runs on that thread and makes it the one watched. The reads are
+ * system calls, made on the worker, not on the profiled thread. */
+static long cpu_pace(void)
+{
+    hk_pacer *p = &S.pacer;
+    clockid_t c = __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED);
+    struct timespec ts;
+    int64_t wall = hk_clock_ns(CLOCK_MONOTONIC);
+    int64_t cpu = clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1;
+    int64_t proc = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    if (c != p->clock || cpu < 0 || p->base < 0) { /* a new thread to watch: its period starts now */
+        p->clock = c;
+        p->base = cpu;
+    }
+    int running = p->prev_wall > 0 && cpu >= 0 && (cpu - p->prev_cpu) * 10 >= (wall - p->prev_wall) * 9;
+    int64_t used = cpu >= 0 ? cpu - p->base : 0;
+    if (used >= S.period_ns || proc - p->proc_base >= 2 * S.period_ns) {
+        trigger(c, cpu);
+        /* keep the phase (the next tick a period after this one's due time), but never owe a burst */
+        p->base = used >= S.period_ns && used < 2 * S.period_ns ? p->base + S.period_ns : cpu;
+        p->proc_base = proc;
+        used = cpu >= 0 ? cpu - p->base : 0;
+    }
+    p->prev_cpu = cpu;
+    p->prev_wall = wall;
+    int64_t wait = S.period_ns - used;
+    int64_t least = running ? 20000 : S.period_ns / 4;
+    return (long)(wait < least ? least : wait);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -458,6 +453,12 @@ static void close_events(void)
     for (size_t i = 0; i < S.nthreads; i++) close_event(&S.threads[i]);
 }
 
+static int start_pacer(char *err, size_t errlen)
+{
+    S.pacer = (hk_pacer){.clock = (clockid_t)-1, .base = -1, .proc_base = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID)};
+    return hk_timer_start_paced(cpu_pace, err, errlen);
+}
+
 /* cpu mode: a worker that only receives the per-thread counters' signals.
  * 0, or -1 (then the caller polls CPU clocks from a wall-clock timer). */
 static int start_events(char *err, size_t errlen)
@@ -474,7 +475,7 @@ static int start_events(char *err, size_t errlen)
             hk_cpu_event_close(probe);
             S.use_events = 1;
             for (size_t i = 0; i < S.nthreads && S.use_events; i++) open_event(&S.threads[i]);
-            return 0; /* events, or the polling timer that open_event fell back to */
+            return 0; /* events, or the paced worker that open_event fell back to */
         }
     }
     hk_timer_stop();
@@ -507,9 +508,8 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     }
     S.tick_target = CLOCK_MONOTONIC;
     S.period_ns = 1000000000LL / cfg->frequency;
-    S.last_trigger_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     S.tick.clock = (clockid_t)-1; /* no tick yet */
-    if (cfg->mode == HK_MODE_CPU && getenv("HAKARI_CPU_CLOCK")) S.tick_target = hk_thread_cpu_clock(hk_gettid());
+    if (cfg->mode == HK_MODE_CPU) S.tick_target = hk_thread_cpu_clock(hk_gettid());
     S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     register_existing_threads();
@@ -527,7 +527,9 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     /* HAKARI_CPU_CLOCK=perf: cpu mode ticks on each thread's own CPU time (README) */
     const char *how = getenv("HAKARI_CPU_CLOCK");
     if (cfg->mode == HK_MODE_CPU && how && strcmp(how, "perf") == 0 && start_events(err, errlen) == 0) return 0;
-    if (hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen) < 0) {
+    int rc = cfg->mode == HK_MODE_CPU ? start_pacer(err, errlen)
+                                      : hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen);
+    if (rc < 0) {
         S.running = 0;
         free_tables();
         return -1;

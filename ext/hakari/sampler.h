@@ -66,8 +66,6 @@ typedef struct hk_thread {
     int has_clock;
     int tid;             /* native thread id (cpu mode, Linux), 0 if unknown */
     int event_fd;        /* its CPU-time sampling counter (cpu_events.h), or -1 */
-    int64_t last_stack;  /* its previous sample's stack id, or -1 */
-    int64_t prev_wall;   /* cpu mode: monotonic time of the tick of its previous sample */
 } hk_thread;
 
 #define HK_EVENT_FDS 4096 /* descriptors below this map to their thread's clock for the handler */
@@ -79,6 +77,14 @@ typedef struct hk_tick {
     clockid_t clock;
     int64_t value;         /* ns, or -1 when the clock could not be read */
 } hk_tick;
+
+/* cpu mode's paced worker (sampler.c, cpu_pace): the clock it watches and where its period began */
+typedef struct hk_pacer {
+    clockid_t clock;          /* the watched thread's CPU clock */
+    int64_t base;             /* that clock at the start of the current period, or -1 */
+    int64_t proc_base;        /* the process CPU clock at the last tick */
+    int64_t prev_cpu, prev_wall; /* the watched clock and the monotonic clock at the previous look */
+} hk_pacer;
 
 typedef struct hk_stack_row { uint32_t seq, row; /* row + 1; 0 = none */ } hk_stack_row;
 
@@ -120,7 +126,6 @@ typedef struct hk_sampler {
     int64_t period_ns;        /* immutable after start */
     int use_events;           /* cpu mode driven by per-thread perf counters (else polled) */
     int open_events, max_events; /* counters open now; the most the descriptor limit allows */
-    int polling;              /* perf clocks fell back: the worker polls the process CPU clock */
     clockid_t *fd_clock;      /* HK_EVENT_FDS entries: event fd -> thread CPU clock, read by the handler */
     clockid_t tick_target;    /* the clock the handler reads: the last sampled thread's (cpu), or monotonic */
     /* written by the timer's signal handler on the worker, every tick: a cache
@@ -128,7 +133,7 @@ typedef struct hk_sampler {
      * not bounce between cores (false sharing cost more than the stack walk) */
     _Alignas(64) volatile uint64_t trigger_count;
     hk_tick tick;
-    int64_t last_trigger_cpu; /* owned by the handler: process CPU time at the last cpu-mode trigger */
+    hk_pacer pacer;           /* owned by the worker (cpu mode's default clock) */
     _Alignas(64) char end_of_handler_fields;
 } hk_sampler;
 

@@ -14,6 +14,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 
 #if defined(HAVE_TIMER_CREATE) && defined(HAVE_CONST_SIGEV_THREAD_ID) && defined(__linux__)
@@ -25,6 +28,7 @@ static struct {
     /* immutable while running */
     long interval_ns;
     hk_timer_fire_fn fire;
+    hk_timer_pace_fn pace;     /* set: the worker paces itself (paced_loop) */
     int signo;                 /* 0 when the condvar loop is used */
     struct sigaction old_action;
     pthread_t thread;
@@ -108,9 +112,34 @@ static void condvar_loop(void)
     pthread_mutex_unlock(&T.lock);
 }
 
+/* A wait of a few µs must not become the default 50 µs of timer slack. */
+static void paced_loop(void)
+{
+#ifdef PR_SET_TIMERSLACK
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+#endif
+    struct timespec deadline;
+    pthread_mutex_lock(&T.lock);
+    while (!T.stop) {
+        pthread_mutex_unlock(&T.lock);
+        long wait = T.pace();
+        pthread_mutex_lock(&T.lock);
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        add_ns(&deadline, wait > 0 ? wait : 1);
+        int rc = 0;
+        while (!T.stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.cond, &T.lock, &deadline);
+    }
+    pthread_mutex_unlock(&T.lock);
+}
+
 static void *worker(void *arg)
 {
     (void)arg;
+    if (T.pace) {
+        report_ready(0);
+        paced_loop();
+        return NULL;
+    }
 #ifdef HK_SIGNAL_TIMER
     T.worker_tid = (int)syscall(SYS_gettid);
     if (T.signo) {
@@ -145,17 +174,24 @@ static int pick_signal(void)
 }
 #endif
 
+static int start_worker(char *err, size_t errlen);
+
+int hk_timer_start_paced(hk_timer_pace_fn pace, char *err, size_t errlen)
+{
+    T.pace = pace;
+    T.fire = NULL;
+    T.interval_ns = 0;
+    T.signo = 0;
+    if (start_worker(err, errlen) < 0) return -1;
+    T.kind = "cpu-paced thread";
+    return 0;
+}
+
 int hk_timer_start(long interval_ns, hk_timer_fire_fn fire, char *err, size_t errlen)
 {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&T.cond, &attr);
-    pthread_condattr_destroy(&attr);
+    T.pace = NULL;
     T.interval_ns = interval_ns;
     T.fire = fire;
-    T.stop = T.ready = T.armed = 0;
-    T.worker_tid = 0;
     T.signo = 0;
 #ifdef HK_SIGNAL_TIMER
     T.signo = pick_signal();
@@ -169,6 +205,21 @@ int hk_timer_start(long interval_ns, hk_timer_fire_fn fire, char *err, size_t er
         if (sigaction(T.signo, &sa, &T.old_action) != 0) T.signo = 0;
     }
 #endif
+    if (start_worker(err, errlen) < 0) return -1;
+    T.kind = !T.armed ? "condvar thread" : interval_ns ? "timer_create(SIGEV_THREAD_ID)" : "signal thread";
+    return 0;
+}
+
+/* creates the worker and waits for its ready report; 0 or -1 (signal handler given back) */
+static int start_worker(char *err, size_t errlen)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&T.cond, &attr);
+    pthread_condattr_destroy(&attr);
+    T.stop = T.ready = T.armed = 0;
+    T.worker_tid = 0;
     /* the worker must not take the process's other signals (Ruby's SIGINT etc.) */
     sigset_t all, old;
     sigfillset(&all);
@@ -190,7 +241,6 @@ int hk_timer_start(long interval_ns, hk_timer_fire_fn fire, char *err, size_t er
     while (!T.ready) pthread_cond_wait(&T.cond, &T.lock);
     pthread_mutex_unlock(&T.lock);
     T.started = 1;
-    T.kind = !T.armed ? "condvar thread" : interval_ns ? "timer_create(SIGEV_THREAD_ID)" : "signal thread";
     return 0;
 }
 

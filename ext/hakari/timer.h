@@ -14,11 +14,17 @@
 
 /* fd: the file descriptor whose signal this is (a perf event's), or -1 for the timer */
 typedef void (*hk_timer_fire_fn)(int fd);
+/* a paced worker's step: does its work and returns how long to wait before the next step (ns) */
+typedef long (*hk_timer_pace_fn)(void);
 
 /* ctx: GVL. Starts the worker; 0, or -1 with a message in err. With interval_ns
  * 0 no timer is armed: the worker only receives the signal others direct at it
  * (hk_timer_signal / hk_timer_worker_tid), e.g. perf events' overflows. */
 int hk_timer_start(long interval_ns, hk_timer_fire_fn fire, char *err, size_t errlen);
+/* ctx: GVL. Starts a worker that runs `pace` on its own thread (not in a signal
+ * handler) and waits as long as each call asks, on a condition variable whose
+ * timer slack is cut to 1 µs; 0, or -1 with a message in err. */
+int hk_timer_start_paced(hk_timer_pace_fn pace, char *err, size_t errlen);
 /* the real-time signal the worker handles, or 0 (condvar fallback) */
 int hk_timer_signal(void);
 /* the worker's thread id, for signals directed at it (Linux), or 0 */

@@ -119,8 +119,8 @@ module Hakari
             HAKARI_OUTPUT      profile path (standalone default hakari.pb.gz)
             HAKARI_FORMAT      pprof, collapsed or text (default: from the extension)
             HAKARI_VERBOSE     1: sampling statistics on stderr
-            HAKARI_CPU_CLOCK   perf: cpu mode samples each period of every thread's own CPU time
-                               (perf_event task-clock; more accurate, costlier in VMs)
+            HAKARI_CPU_CLOCK   perf: cpu mode ticks on a perf_event task-clock per thread instead of
+                               the worker reading CPU clocks (as accurate; costlier in VMs)
           Internal to the CLI: HAKARI_SESSION (its temporary directory: claim and result files),
           HAKARI_REPORT (leave the text report there), HAKARI_CLAIMED (standalone: the pid that profiles).
       TEXT
