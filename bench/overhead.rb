@@ -3,22 +3,28 @@
 # Overhead: how much slower does a program run under hakari (cpu, 1000 Hz) than
 # unprofiled, and than under stackprof (cpu, interval 1000 µs)?
 #
-# Every run is a fresh `ruby` process (same warmup and GC state). A round runs each
-# setup once, in a rotating order; slowdowns are medians of per-round ratios. A run times start → workload → stop, so starting the profiler
-# and building its result count too. CPU time is the whole process's, so a profiler's
-# own threads count as well.
+# Part 1, interleaved: one process per workload runs every setup once per round, in a
+# rotating order, for many rounds; a run times start → workload → stop, so starting
+# the profiler and building its result count too. Runs a fraction of a second apart
+# in one process share its memory layout and warm state, so a round's ratios resolve
+# fractions of a percent where fresh processes scatter by ±10 % on this VM.
+# Part 2, fresh processes: every run a new `ruby` process, as a cross-check that
+# includes loading and first-use costs. In both, slowdowns are medians of per-round
+# ratios, and CPU time is the whole process's, so a profiler's own threads count too.
 #
 # Then the sampling callback's own cost (sampling_time_ns / sampling_count) with the
 # stack 20 and 200 frames deep, in cpu and wall mode.
 #
 #   ruby bench/overhead.rb        (after bench/build)
-# Env: HAKARI_BENCH_RUNS (rounds, default 11)
+# Env: HAKARI_BENCH_ROUNDS (interleaved rounds, default 41), HAKARI_BENCH_RUNS (fresh-process
+# rounds, default 11)
 
 require "json"
 require "rbconfig"
 
 LIB = File.expand_path("../lib", __dir__)
 RUNS = Integer(ENV.fetch("HAKARI_BENCH_RUNS", "11"))
+ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "41"))
 SETUPS = %w[unprofiled hakari stackprof].freeze
 WORKLOADS = %w[fib kramdown].freeze
 DEPTHS = [20, 200].freeze
@@ -48,12 +54,13 @@ def markdown_doc(sections)
   out
 end
 
-def workload(name)
+# size: :full (about 1 s unprofiled, fresh processes) or :short (about 0.3 s, interleaved)
+def workload(name, size = :full)
   case name
-  when "fib" then -> { fib(35) }
+  when "fib" then n = size == :full ? 35 : 32; -> { fib(n) }
   when "kramdown"
     require "kramdown"
-    doc = markdown_doc(700)
+    doc = markdown_doc(size == :full ? 700 : 200)
     -> { Kramdown::Document.new(doc).to_html }
   end
 end
@@ -66,15 +73,30 @@ def profiled(setup, &work)
   end
 end
 
-def child_time(workload_name, setup)
-  work = workload(workload_name)
-  require setup unless setup == "unprofiled" # loading the profiler is not part of its overhead
+def timed_run(setup, work)
   GC.start
   w0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   c0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
   profiled(setup, &work)
   { wall: Process.clock_gettime(Process::CLOCK_MONOTONIC) - w0,
     cpu: Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - c0 }
+end
+
+def child_time(workload_name, setup)
+  work = workload(workload_name)
+  require setup unless setup == "unprofiled" # loading the profiler is not part of its overhead
+  timed_run(setup, work)
+end
+
+# every setup in one process: a warm-up round, then `rounds` rounds in rotating order
+def child_interleaved(workload_name, rounds)
+  work = workload(workload_name, :short)
+  require "hakari"
+  require "stackprof"
+  SETUPS.each { |s| timed_run(s, work) }
+  times = Hash.new { |h, k| h[k] = [] }
+  rounds.times { |r| SETUPS.rotate(r).each { |s| times[s] << timed_run(s, work) } }
+  times
 end
 
 # Recurses until the stack is `depth` frames deep, then spins there for a second.
@@ -96,7 +118,11 @@ def child_callback(mode, depth)
 end
 
 if ARGV[0] == "--child"
-  result = ARGV[1] == "callback" ? child_callback(ARGV[2], Integer(ARGV[3])) : child_time(ARGV[1], ARGV[2])
+  result = case ARGV[1]
+           when "callback" then child_callback(ARGV[2], Integer(ARGV[3]))
+           when "interleaved" then child_interleaved(ARGV[2], Integer(ARGV[3]))
+           else child_time(ARGV[1], ARGV[2])
+           end
   puts JSON.generate(result)
   exit 0
 end
@@ -114,7 +140,7 @@ def median(xs) = xs.sort[xs.size / 2]
 def pct(ratio) = format("%+6.2f%%", 100.0 * (ratio - 1))
 
 # The host's speed drifts by several percent over seconds (a VM with neighbours), far
-# more than the 1% we look for. Runs of one round are seconds apart, so a slowdown is
+# more than the 1% we look for. Runs of one round are close in time, so a slowdown is
 # judged on each round's own ratio (setup / unprofiled of the same round), and the
 # median of those ratios is reported with their interquartile range.
 # CPU time the whole machine spent, and the hypervisor stole, in seconds (/proc/stat, USER_HZ ticks)
@@ -124,9 +150,58 @@ def machine_cpu
   { busy: (v[0] + v[1] + v[2] + v[5] + v[6]) / hz, steal: v[7] / hz }
 end
 
+def ratios(times, w, a, b, clock) = times[[w, a]].zip(times[[w, b]]).map { |x, y| x[clock] / y[clock] }
+def iqr(xs) = (s = xs.sort; format("%s..%s", pct(s[s.size / 4]), pct(s[(s.size * 3) / 4])).gsub(" ", ""))
+
+def print_table(times, rounds)
+  WORKLOADS.each do |w|
+    puts "\n#{w}"
+    puts format("  %-11s %8s %17s   %-9s %-19s %s", "setup", "wall s", "wall min..max", "slowdown",
+                "(IQR over rounds)", "CPU-time slowdown")
+    SETUPS.each do |s|
+      walls = times[[w, s]].map { |t| t[:wall] }
+      wr = ratios(times, w, s, "unprofiled", :wall)
+      cr = ratios(times, w, s, "unprofiled", :cpu)
+      puts format("  %-11s %8.4f %8.4f..%.4f   %-9s %-19s %s", s, median(walls), walls.min, walls.max,
+                  pct(median(wr)), "(#{iqr(wr)})", pct(median(cr)))
+    end
+    hs = ratios(times, w, "hakari", "stackprof", :wall)
+    puts format("  hakari vs stackprof (wall): %s (IQR %s), %d rounds", pct(median(hs)), iqr(hs), rounds)
+  end
+  puts "  (target: hakari slowdown <= 1% and no more than stackprof's)"
+end
+
+# Other processes running at the same time take cores and caches from the runs: say so.
+def load_note(m0, m1, elapsed, ours)
+  others = (m1[:busy] - m0[:busy] - ours) / elapsed
+  steal = (m1[:steal] - m0[:steal]) / elapsed
+  format("  other load while this ran: %.2f cores busy with other processes, %.2f stolen by the " \
+         "hypervisor%s", others, steal, others + steal > 0.1 ? " -- NOISY: rerun on an idle machine" : "")
+end
+
+def own_cpu = Process.times.then { |t| t.utime + t.stime + t.cutime + t.cstime }
+
+puts "overhead: ruby #{RUBY_VERSION}; cpu mode, 1000 Hz (stackprof: cpu, interval 1000 us)"
+
+# ---- part 1: interleaved in one process per workload ----
+m0 = machine_cpu
+t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+c0 = own_cpu
+times = {}
+WORKLOADS.each do |w|
+  child("interleaved", w, ROUNDS.to_s).each { |s, runs| times[[w, s.to_s]] = runs }
+end
+note = load_note(m0, machine_cpu, Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, own_cpu - c0)
+puts "\n1. interleaved: #{ROUNDS} rounds in one process per workload, every setup once per round in a " \
+     "rotating order; fib(32), kramdown on a 200-section document (~0.3 s each)"
+print_table(times, ROUNDS)
+puts note
+
+# ---- part 2: a fresh process per run ----
 times = Hash.new { |h, k| h[k] = [] }
 m0 = machine_cpu
 t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+c0 = own_cpu
 RUNS.times do |r|
   WORKLOADS.each do |w|
     SETUPS.rotate(r).each { |s| times[[w, s]] << child(w, s) }
@@ -134,38 +209,15 @@ RUNS.times do |r|
   $stderr.print "\roverhead: round #{r + 1}/#{RUNS}" if $stderr.tty?
 end
 $stderr.puts if $stderr.tty?
-m1 = machine_cpu
-elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
-ours = Process.times.then { |t| t.utime + t.stime + t.cutime + t.cstime }
-others = (m1[:busy] - m0[:busy] - ours) / elapsed
-steal = (m1[:steal] - m0[:steal]) / elapsed
+note = load_note(m0, machine_cpu, Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, own_cpu - c0)
+puts "\n2. fresh processes: #{RUNS} rounds, each running every setup once in a new process; " \
+     "fib(35), kramdown on a 700-section document (~1 s each)"
+print_table(times, RUNS)
+puts note
 
-def ratios(times, w, a, b, clock) = times[[w, a]].zip(times[[w, b]]).map { |x, y| x[clock] / y[clock] }
-def iqr(xs) = (s = xs.sort; format("%s..%s", pct(s[s.size / 4]), pct(s[(s.size * 3) / 4])).gsub(" ", ""))
-
-puts "overhead: ruby #{RUBY_VERSION}, #{RUNS} rounds, each running every setup once in a fresh process; " \
-     "cpu mode, 1000 Hz"
-WORKLOADS.each do |w|
-  puts "\n#{w}"
-  puts format("  %-11s %8s %17s   %-9s %-19s %s", "setup", "wall s", "wall min..max", "slowdown",
-              "(IQR over rounds)", "CPU-time slowdown")
-  SETUPS.each do |s|
-    walls = times[[w, s]].map { |t| t[:wall] }
-    wr = ratios(times, w, s, "unprofiled", :wall)
-    cr = ratios(times, w, s, "unprofiled", :cpu)
-    puts format("  %-11s %8.4f %8.4f..%.4f   %-9s %-19s %s", s, median(walls), walls.min, walls.max,
-                pct(median(wr)), "(#{iqr(wr)})", pct(median(cr)))
-  end
-  hs = ratios(times, w, "hakari", "stackprof", :wall)
-  puts format("  hakari vs stackprof (wall): %s (IQR %s)", pct(median(hs)), iqr(hs))
-end
-puts "  (target: hakari slowdown <= 1% and no more than stackprof's)"
-# Other processes running at the same time take cores and caches from the runs: say so.
-puts format("  other load while this ran: %.2f cores busy with other processes, %.2f stolen by the " \
-            "hypervisor%s", others, steal, others + steal > 0.1 ? " -- NOISY: rerun on an idle machine" : "")
-
-# cpu mode reads the thread CPU clock in every sample; where that is a system call
-# (in many VMs it is) it alone can cost most of a microsecond, so print its price too.
+# Reading a thread CPU clock is a system call in many VMs: print its price. In cpu mode
+# hakari's worker makes it, not the profiled thread (unless the job lands on a thread
+# other than the one the worker watched).
 $LOAD_PATH.unshift File.expand_path("ext/cwork", __dir__)
 require "cwork"
 puts "\nsampling callback cost (1000 Hz, 1 s spinning at the bottom of the stack; median of 3 runs)"

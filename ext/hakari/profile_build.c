@@ -96,8 +96,8 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
             const uint32_t *key = hk_intern_get(&s->agg, (uint32_t)i, &nloc);
             stack = key[0];
             seq = key[1];
-            values[0] = (int64_t)s->agg_count[i];
-            values[1] = s->agg_weight[i];
+            values[0] = (int64_t)s->agg_rows[i].count;
+            values[1] = s->agg_rows[i].weight;
         } else {
             stack = s->raw[i].stack;
             seq = s->raw[i].thread_seq;

@@ -193,12 +193,8 @@ static int64_t agg_row(uint32_t stack, uint32_t seq)
     int64_t id = hk_intern_seq(&S.agg, key, 3);
     if (id < 0) return -1;
     if ((size_t)id == before) {
-        if (hk_array_grow((void **)&S.agg_weight, &S.agg_cap, before + 1, sizeof(int64_t)) < 0) return -1;
-        uint64_t *c = realloc(S.agg_count, S.agg_cap * sizeof(*c));
-        if (!c) return -1;
-        S.agg_count = c;
-        S.agg_weight[id] = 0;
-        S.agg_count[id] = 0;
+        if (hk_array_grow((void **)&S.agg_rows, &S.agg_cap, before + 1, sizeof(*S.agg_rows)) < 0) return -1;
+        S.agg_rows[id] = (hk_agg_row){0, 0};
     }
     if (stack >= S.stack_rows_cap) {
         size_t old = S.stack_rows_cap;
@@ -218,8 +214,8 @@ static int record(uint32_t stack, uint32_t seq, int64_t weight)
     }
     int64_t id = agg_row(stack, seq);
     if (id < 0) return -1;
-    S.agg_weight[id] += weight;
-    S.agg_count[id]++;
+    S.agg_rows[id].weight += weight;
+    S.agg_rows[id].count++;
     return 0;
 }
 
@@ -304,12 +300,33 @@ static int64_t tick_weight(hk_thread *t)
     return weight;
 }
 
+/* A sample comes every millisecond or so, and in between the program evicts
+ * our data from the cache. Ask now for what this sample will most likely
+ * touch — the previous sample's frames and ids, its stack's aggregation slot,
+ * the thread it ran on — so those loads overlap with the stack walk instead of
+ * queueing after it. */
+static void prefetch_previous_sample(void)
+{
+    int n = S.prev_n;
+    for (int i = 0; i < n; i += 64 / (int)sizeof(VALUE)) __builtin_prefetch(&S.prev_frames[i]);
+    for (int i = 0; i < n; i += 64 / (int)sizeof(int)) {
+        __builtin_prefetch(&S.prev_lines[i]);
+        __builtin_prefetch(&S.prev_locs[i]);
+    }
+    if (S.prev_stack >= 0 && (size_t)S.prev_stack < S.stack_rows_cap) __builtin_prefetch(&S.stack_rows[S.prev_stack]);
+    if (S.last_thread < S.nthreads) __builtin_prefetch(&S.threads[S.last_thread]);
+}
+
 static void take_sample(void)
 {
+    prefetch_previous_sample();
     VALUE th = rb_thread_current();
-    hk_thread *t = thread_find(th);
+    /* the thread of the previous sample, or a lookup */
+    hk_thread *t = S.last_thread < S.nthreads && S.threads[S.last_thread].thread == th ? &S.threads[S.last_thread]
+                                                                                      : thread_find(th);
     if (!t) t = thread_add(th, -1);
     if (!t) { S.dropped_count++; return; }
+    S.last_thread = (size_t)(t - S.threads);
     if (!t->seq) t->seq = ++S.nseq;
     if (!t->has_clock) {
         t->clock = CLOCK_MONOTONIC;
@@ -321,7 +338,8 @@ static void take_sample(void)
      * sample, which is how each tick's period goes to the stack seen at it. */
     int64_t weight = tick_weight(t);
     /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
-    if (S.cfg.mode == HK_MODE_CPU) __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED);
+    if (S.cfg.mode == HK_MODE_CPU && __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED) != t->clock)
+        __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED); /* written only on change: the worker reads it */
 
     int max = S.cfg.max_depth;
     int n = rb_profile_frames(0, max + 1, S.frame_buf, S.line_buf);
@@ -398,18 +416,29 @@ static long cpu_pace(void)
     struct timespec ts;
     int64_t wall = hk_clock_ns(CLOCK_MONOTONIC);
     int64_t cpu = clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1;
-    int64_t proc = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     if (c != p->clock || cpu < 0 || p->base < 0) { /* a new thread to watch: its period starts now */
         p->clock = c;
         p->base = cpu;
     }
     int running = p->prev_wall > 0 && cpu >= 0 && (cpu - p->prev_cpu) * 10 >= (wall - p->prev_wall) * 9;
     int64_t used = cpu >= 0 ? cpu - p->base : 0;
-    if (used >= S.period_ns || proc - p->proc_base >= 2 * S.period_ns) {
+    /* A tick up to 1/16 period early saves a second wake-up when the thread got
+     * slightly less CPU than wall time; the base still moves a whole period, so
+     * the rate is kept, and weights are read clocks, not periods. */
+    int due = used >= S.period_ns - S.period_ns / 16;
+    if (!due && !running) {
+        /* The watched thread is (partly) blocked: has another taken the GVL? The
+         * process clock counts from the first look that found it so. */
+        int64_t proc = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+        if (p->proc_base < 0) p->proc_base = proc;
+        due = proc - p->proc_base >= 2 * S.period_ns;
+    } else if (running) {
+        p->proc_base = -1;
+    }
+    if (due) {
         trigger(c, cpu);
-        /* keep the phase (the next tick a period after this one's due time), but never owe a burst */
-        p->base = used >= S.period_ns && used < 2 * S.period_ns ? p->base + S.period_ns : cpu;
-        p->proc_base = proc;
+        p->base = used >= S.period_ns - S.period_ns / 16 && used < 2 * S.period_ns ? p->base + S.period_ns : cpu;
+        p->proc_base = -1;
         used = cpu >= 0 ? cpu - p->base : 0;
     }
     p->prev_cpu = cpu;
@@ -431,8 +460,7 @@ static void free_tables(void)
     hk_intern_free(&S.agg);
     free(S.frame_values);
     free(S.loc_keys);
-    free(S.agg_weight);
-    free(S.agg_count);
+    free(S.agg_rows);
     free(S.raw);
     free(S.threads);
     free(S.frame_buf);
@@ -455,7 +483,7 @@ static void close_events(void)
 
 static int start_pacer(char *err, size_t errlen)
 {
-    S.pacer = (hk_pacer){.clock = (clockid_t)-1, .base = -1, .proc_base = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID)};
+    S.pacer = (hk_pacer){.clock = (clockid_t)-1, .base = -1, .proc_base = -1};
     return hk_timer_start_paced(cpu_pace, err, errlen);
 }
 
@@ -644,7 +672,7 @@ size_t hk_sampler_memsize(void)
     return hk_u64_map_memsize(&S.frame_ids) + hk_u64_map_memsize(&S.loc_ids) + hk_pair_map_memsize(&S.frame_locs) +
            hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
            hk_intern_memsize(&S.agg) + S.frames_cap * sizeof(VALUE) + S.locs_cap * sizeof(uint64_t) +
-           S.agg_cap * (sizeof(int64_t) + sizeof(uint64_t)) + S.stack_rows_cap * sizeof(hk_stack_row) + S.raw_cap * sizeof(hk_raw_sample) +
+           S.agg_cap * sizeof(hk_agg_row) + S.stack_rows_cap * sizeof(hk_stack_row) + S.raw_cap * sizeof(hk_raw_sample) +
            S.threads_cap * sizeof(hk_thread) + 2 * (size_t)(S.cfg.max_depth + 1) * (sizeof(VALUE) + 8);
 }
 

@@ -8,7 +8,7 @@
  *   locations   (frame id << 32 | line) -> location id (1-based), loc_keys[id-1];
  *               frame_locs maps (frame VALUE, line) to it in one probe;
  *   stacks      interned location-id sequences, leaf first;
- *   agg         interned {stack id, thread seq, label set} -> agg_weight/agg_count;
+ *   agg         interned {stack id, thread seq, label set} -> agg_rows (summed weight, count);
  *   raw         with aggregate: false, one record per sample instead of agg;
  *   threads     thread VALUE -> hk_thread (previous clock, sequence number).
  * Memory grows with unique frames, stacks and threads, not with run length.
@@ -82,11 +82,13 @@ typedef struct hk_tick {
 typedef struct hk_pacer {
     clockid_t clock;          /* the watched thread's CPU clock */
     int64_t base;             /* that clock at the start of the current period, or -1 */
-    int64_t proc_base;        /* the process CPU clock at the last tick */
+    int64_t proc_base;        /* the process CPU clock when the watched thread was first seen blocked, or -1 */
     int64_t prev_cpu, prev_wall; /* the watched clock and the monotonic clock at the previous look */
 } hk_pacer;
 
 typedef struct hk_stack_row { uint32_t seq, row; /* row + 1; 0 = none */ } hk_stack_row;
+
+typedef struct hk_agg_row { int64_t weight; uint64_t count; } hk_agg_row; /* one cache line access per sample */
 
 typedef struct hk_raw_sample {
     uint32_t stack, thread_seq;
@@ -117,11 +119,12 @@ typedef struct hk_sampler {
     hk_pair_map frame_locs; /* (frame VALUE, line) -> location id: the per-sample lookup */
     hk_intern_table stacks;
     hk_intern_table agg;
-    int64_t *agg_weight; uint64_t *agg_count; size_t agg_cap;
+    hk_agg_row *agg_rows; size_t agg_cap;
     hk_raw_sample *raw; size_t nraw, raw_cap;
     hk_u64_map thread_ids;
     hk_thread *threads; size_t nthreads, threads_cap;
     uint32_t nseq;      /* threads that have been sampled */
+    size_t last_thread; /* index of the previous sample's thread (checked before use) */
     uint64_t sampling_count, sample_count, dropped_count, sampling_time_ns;
     int64_t period_ns;        /* immutable after start */
     int use_events;           /* cpu mode driven by per-thread perf counters (else polled) */
