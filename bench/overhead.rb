@@ -3,20 +3,22 @@
 # Overhead: how much slower does a program run under hakari (cpu, 1000 Hz) than
 # unprofiled, and than under stackprof (cpu, interval 1000 µs)?
 #
-# Part 1, interleaved: one process per workload runs every setup once per round, in a
-# rotating order, for many rounds; a run times start → workload → stop, so starting
-# the profiler and building its result count too. Runs a fraction of a second apart
-# in one process share its memory layout and warm state, so a round's ratios resolve
-# fractions of a percent where fresh processes scatter by ±10 % on this VM.
-# Part 2, fresh processes: every run a new `ruby` process, as a cross-check that
-# includes loading and first-use costs. In both, slowdowns are medians of per-round
-# ratios, and CPU time is the whole process's, so a profiler's own threads count too.
+# Part 1, steady state, interleaved: one process per workload runs every setup once per
+# round, in a rotating order, for many rounds of a 20-40 ms workload timed while the
+# profiler runs (its start and stop are timed apart and printed). Runs milliseconds
+# apart in one process share its memory layout, warm state and the VM's current speed,
+# so a round's ratios resolve fractions of a percent where fresh processes scatter by
+# ±10 % on this VM.
+# Part 2, fresh processes: every run a new `ruby` process timed from profiler start to
+# stop (result built), as a cross-check that includes loading and first-use costs.
+# In both, slowdowns are medians of per-round ratios, and CPU time is the whole
+# process's, so a profiler's own threads count too.
 #
 # Then the sampling callback's own cost (sampling_time_ns / sampling_count) with the
 # stack 20 and 200 frames deep, in cpu and wall mode.
 #
 #   ruby bench/overhead.rb        (after bench/build)
-# Env: HAKARI_BENCH_ROUNDS (interleaved rounds, default 41), HAKARI_BENCH_RUNS (fresh-process
+# Env: HAKARI_BENCH_ROUNDS (interleaved rounds, default 301), HAKARI_BENCH_RUNS (fresh-process
 # rounds, default 11)
 
 require "json"
@@ -24,7 +26,7 @@ require "rbconfig"
 
 LIB = File.expand_path("../lib", __dir__)
 RUNS = Integer(ENV.fetch("HAKARI_BENCH_RUNS", "11"))
-ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "41"))
+ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "301"))
 SETUPS = %w[unprofiled hakari stackprof].freeze
 WORKLOADS = %w[fib kramdown].freeze
 DEPTHS = [20, 200].freeze
@@ -54,13 +56,13 @@ def markdown_doc(sections)
   out
 end
 
-# size: :full (about 1 s unprofiled, fresh processes) or :short (about 0.3 s, interleaved)
+# size: :full (about 1 s unprofiled, fresh processes) or :short (20-40 ms, interleaved)
 def workload(name, size = :full)
   case name
-  when "fib" then n = size == :full ? 35 : 32; -> { fib(n) }
+  when "fib" then n = size == :full ? 35 : 27; -> { fib(n) }
   when "kramdown"
     require "kramdown"
-    doc = markdown_doc(size == :full ? 700 : 200)
+    doc = markdown_doc(size == :full ? 700 : 40)
     -> { Kramdown::Document.new(doc).to_html }
   end
 end
@@ -75,6 +77,8 @@ end
 
 def timed_run(setup, work)
   GC.start
+  # the kernel's process clock: it keeps the CPU of threads that ended (hakari's worker is
+  # joined at stop); over a 1 s run its staleness (below) is under half a percent
   w0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   c0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
   profiled(setup, &work)
@@ -88,14 +92,60 @@ def child_time(workload_name, setup)
   timed_run(setup, work)
 end
 
-# every setup in one process: a warm-up round, then `rounds` rounds in rotating order
+def start_profiler(setup)
+  case setup
+  when "hakari" then Hakari.start(mode: :cpu, frequency: 1000)
+  when "stackprof" then StackProf.start(mode: :cpu, interval: 1000)
+  end
+end
+
+def stop_profiler(setup)
+  case setup
+  when "hakari" then Hakari.stop
+  when "stackprof" then StackProf.stop.then { StackProf.results }
+  end
+end
+
+# The process's CPU time, exactly: the kernel's process clock is only as fresh as its last
+# scheduler tick once a CPU timer is armed (stackprof's ITIMER_PROF arms one), which over a
+# 20 ms run is off by up to a fifth. This thread's own clock is exact; the other threads'
+# runtimes come from /proc (they are asleep or on the other core, so already accounted).
+def process_cpu
+  own = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
+  tid = Dir.exist?("/proc/thread-self") ? File.basename(File.realpath("/proc/thread-self")) : nil
+  others = Dir.glob("/proc/self/task/*").sum do |dir|
+    next 0 if File.basename(dir) == tid
+    File.read("#{dir}/schedstat").split.first.to_i / 1e9
+  rescue Errno::ENOENT
+    0
+  end
+  own + others
+end
+
+# One run of part 1: the workload timed while the profiler runs; its start and its stop
+# (with the result built) are timed apart, as :setup.
+def steady_run(setup, work)
+  mono = -> { Process.clock_gettime(Process::CLOCK_MONOTONIC) }
+  GC.start
+  s0 = mono.()
+  start_profiler(setup)
+  c0 = process_cpu
+  w0 = mono.()
+  work.call
+  w1 = mono.()
+  c1 = process_cpu
+  stop_profiler(setup)
+  { wall: w1 - w0, cpu: c1 - c0, setup: mono.() - s0 - (w1 - w0) }
+end
+
+# every setup in one process: warm-up rounds, then `rounds` rounds in rotating order
 def child_interleaved(workload_name, rounds)
   work = workload(workload_name, :short)
   require "hakari"
   require "stackprof"
-  SETUPS.each { |s| timed_run(s, work) }
+  3.times { SETUPS.each { |s| steady_run(s, work) } }
   times = Hash.new { |h, k| h[k] = [] }
-  rounds.times { |r| SETUPS.rotate(r).each { |s| times[s] << timed_run(s, work) } }
+  rounds.times { |r| SETUPS.rotate(r).each { |s| times[s] << steady_run(s, work) } }
   times
 end
 
@@ -192,9 +242,13 @@ WORKLOADS.each do |w|
   child("interleaved", w, ROUNDS.to_s).each { |s, runs| times[[w, s.to_s]] = runs }
 end
 note = load_note(m0, machine_cpu, Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, own_cpu - c0)
-puts "\n1. interleaved: #{ROUNDS} rounds in one process per workload, every setup once per round in a " \
-     "rotating order; fib(32), kramdown on a 200-section document (~0.3 s each)"
+puts "\n1. steady state, interleaved: #{ROUNDS} rounds in one process per workload, every setup once per " \
+     "round in a rotating order;\n   fib(27), kramdown on a 40-section document, timed while the profiler runs"
 print_table(times, ROUNDS)
+WORKLOADS.each do |w|
+  puts format("  %-9s start + stop (result built), median: hakari %.2f ms, stackprof %.2f ms", w,
+              1e3 * median(times[[w, "hakari"]].map { |t| t[:setup] }), 1e3 * median(times[[w, "stackprof"]].map { |t| t[:setup] }))
+end
 puts note
 
 # ---- part 2: a fresh process per run ----
@@ -220,13 +274,16 @@ puts note
 # other than the one the worker watched).
 $LOAD_PATH.unshift File.expand_path("ext/cwork", __dir__)
 require "cwork"
-puts "\nsampling callback cost (1000 Hz, 1 s spinning at the bottom of the stack; median of 3 runs)"
+puts format("\ntimer-thread floor: a bare C thread that only sleeps 1 ms at a time spends %.1f us of CPU per " \
+            "wake-up here,\n  %.1f %% of a core at 1000 Hz, whatever it sleeps on; hakari's worker pays that on the other core",
+            w = CWork.wake_cost_us(2000), w / 10)
+puts "\nsampling callback cost (1000 Hz, 1 s spinning at the bottom of the stack; median of 5 runs)"
 puts format("  (one clock_gettime here: CLOCK_THREAD_CPUTIME_ID %.0f ns, CLOCK_MONOTONIC %.0f ns)",
             CWork.clock_cost_ns(Process::CLOCK_THREAD_CPUTIME_ID), CWork.clock_cost_ns(Process::CLOCK_MONOTONIC))
 %w[cpu wall].each do |mode|
   DEPTHS.each do |d|
-    runs = Array.new(3) { child("callback", mode, d.to_s) }
-    c = runs.sort_by { |x| x[:ns] }[1]
+    runs = Array.new(5) { child("callback", mode, d.to_s) }
+    c = runs.sort_by { |x| x[:ns] }[2]
     puts format("  %-4s depth %3d (%3d frames): %5.0f ns per sample over %d samples (runs: %s ns)",
                 mode, d, c[:frames], c[:ns], c[:samples], runs.map { |x| x[:ns].round }.join(", "))
   end

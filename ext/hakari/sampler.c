@@ -1,6 +1,7 @@
 /* sampler.c — timer -> postponed job -> stack walk -> aggregation (see sampler.h).
  *
- * The timer's signal handler reads the clock at the tick, counts, and
+ * At each tick the timer's worker reads the clock (in wall mode in its signal
+ * handler, in cpu mode in its own paced loop: see cpu_pace), counts, and
  * triggers the postponed job. The job runs on whichever Ruby thread reaches a
  * safepoint holding the GVL; it weighs the sample by *that thread's* clock at
  * the tick minus its clock at its previous sample (CPU clock in cpu mode,
@@ -97,7 +98,7 @@ static int start_pacer(char *err, size_t errlen);
 /* A descriptor per live thread must never starve the program of descriptors:
  * past a quarter of its limit (or when a counter cannot be had), every counter
  * closes and the default paced worker takes over. */
-static void fall_back_to_polling(void)
+static void fall_back_to_pacer(void)
 {
     char err[128];
     for (size_t i = 0; i < S.nthreads; i++) close_event(&S.threads[i]);
@@ -109,9 +110,9 @@ static void fall_back_to_polling(void)
 static void open_event(hk_thread *t)
 {
     if (!S.use_events || t->event_fd >= 0 || t->tid <= 0) return;
-    if (S.open_events >= S.max_events) { fall_back_to_polling(); return; }
+    if (S.open_events >= S.max_events) { fall_back_to_pacer(); return; }
     t->event_fd = hk_cpu_event_open(t->tid, S.period_ns, hk_timer_signal(), hk_timer_worker_tid());
-    if (t->event_fd < 0) { fall_back_to_polling(); return; }
+    if (t->event_fd < 0) { fall_back_to_pacer(); return; }
     S.open_events++;
     if (t->event_fd < HK_EVENT_FDS) S.fd_clock[t->event_fd] = hk_thread_cpu_clock(t->tid);
 }
@@ -277,7 +278,7 @@ static int64_t intern_current_stack(int n, int truncated)
     return stack;
 }
 
-/* The thread's clock at the latest tick, if the handler read this thread's
+/* The thread's clock at the latest tick, if the worker read this thread's
  * clock; else its clock now (cpu mode after another thread was sampled). */
 static int64_t clock_at_tick(hk_thread *t)
 {
@@ -488,7 +489,7 @@ static int start_pacer(char *err, size_t errlen)
 }
 
 /* cpu mode: a worker that only receives the per-thread counters' signals.
- * 0, or -1 (then the caller polls CPU clocks from a wall-clock timer). */
+ * 0, or -1 (then the caller starts the paced worker). */
 static int start_events(char *err, size_t errlen)
 {
     S.fd_clock = calloc(HK_EVENT_FDS, sizeof(*S.fd_clock));

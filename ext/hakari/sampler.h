@@ -70,8 +70,9 @@ typedef struct hk_thread {
 
 #define HK_EVENT_FDS 4096 /* descriptors below this map to their thread's clock for the handler */
 
-/* The clock reading taken by the timer's signal handler at the tick, published
- * to the job with a sequence lock (one writer: the handler). */
+/* The clock reading taken by the timer's worker at the tick (in its signal
+ * handler or its paced loop), published to the job with a sequence lock (one
+ * writer: the worker). */
 typedef struct hk_tick {
     volatile uint32_t seq; /* odd while being written */
     clockid_t clock;
@@ -127,11 +128,11 @@ typedef struct hk_sampler {
     size_t last_thread; /* index of the previous sample's thread (checked before use) */
     uint64_t sampling_count, sample_count, dropped_count, sampling_time_ns;
     int64_t period_ns;        /* immutable after start */
-    int use_events;           /* cpu mode driven by per-thread perf counters (else polled) */
+    int use_events;           /* cpu mode driven by per-thread perf counters (else the paced worker) */
     int open_events, max_events; /* counters open now; the most the descriptor limit allows */
     clockid_t *fd_clock;      /* HK_EVENT_FDS entries: event fd -> thread CPU clock, read by the handler */
-    clockid_t tick_target;    /* the clock the handler reads: the last sampled thread's (cpu), or monotonic */
-    /* written by the timer's signal handler on the worker, every tick: a cache
+    clockid_t tick_target;    /* the clock the worker reads: the last sampled thread's (cpu), or monotonic */
+    /* written by the timer's worker, every tick: a cache
      * line of their own, so the profiled thread's reads of the fields above do
      * not bounce between cores (false sharing cost more than the stack walk) */
     _Alignas(64) volatile uint64_t trigger_count;

@@ -5,6 +5,9 @@
  *   CWork.sleep_hold(ms)    sleeps holding the GVL (no safepoint until it returns)
  *   CWork.sleep_release(ms) sleeps with the GVL released (rb_thread_call_without_gvl)
  *   CWork.clock_cost_ns(id) mean cost of one clock_gettime(id), for bench/overhead.rb
+ *   CWork.wake_cost_us(n)   CPU time one thread spends per wake-up when it does nothing
+ *                           but sleep 1 ms, n times (GVL released): the floor under any
+ *                           timer thread's cost on this machine, for bench/overhead.rb
  *
  * None of them reaches a Ruby safepoint while it runs, so a sampler can only see them
  * through samples deferred to the moment they return: that is exactly what the bench
@@ -87,6 +90,28 @@ clock_cost_ns(VALUE self, VALUE id)
     return DBL2NUM((double)(clock_ns(CLOCK_MONOTONIC) - t0) / N);
 }
 
+struct wake { int n; double us_per_wake; };
+
+static void *
+wake_loop(void *arg)
+{
+    struct wake *w = arg;
+    struct timespec ms = { 0, 1000000 };
+    uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    for (int i = 0; i < w->n; i++) clock_nanosleep(CLOCK_MONOTONIC, 0, &ms, NULL);
+    w->us_per_wake = (double)(clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0) / 1e3 / w->n;
+    return NULL;
+}
+
+static VALUE
+wake_cost_us(VALUE self, VALUE count)
+{
+    struct wake w = { NUM2INT(count), 0 };
+    if (w.n <= 0) rb_raise(rb_eArgError, "count must be positive, got %d", w.n);
+    rb_thread_call_without_gvl(wake_loop, &w, NULL, NULL);
+    return DBL2NUM(w.us_per_wake);
+}
+
 void
 Init_cwork(void)
 {
@@ -95,4 +120,5 @@ Init_cwork(void)
     rb_define_module_function(m, "sleep_hold", sleep_hold, 1);
     rb_define_module_function(m, "sleep_release", sleep_release, 1);
     rb_define_module_function(m, "clock_cost_ns", clock_cost_ns, 1);
+    rb_define_module_function(m, "wake_cost_us", wake_cost_us, 1);
 }
