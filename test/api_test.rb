@@ -196,6 +196,15 @@ class ApiTest < Minitest::Test
     assert_equal 2, data[:thread_count]
   end
 
+  # cpu mode watches the thread of the last sample; when it blocks (here in join) and another
+  # thread takes the GVL, the process clock hands the watch over
+  def test_cpu_mode_follows_the_gvl_to_another_thread
+    data = Hakari.start(mode: :cpu) { Thread.new { Workloads.spin(0.2) }.join }
+    spin = data[:samples].select { |s| s[0].any? { |f| f[0] == "Workloads.spin" } }
+    assert_in_delta 200_000_000, spin.sum { |s| s[1] }, 30_000_000
+    assert_operator spin.sum { |s| s[2] }, :>=, 150 # samples at about the asked rate, not one per stall
+  end
+
   def test_deep_stacks_are_truncated_with_a_marker_root
     data = Hakari.start(max_depth: 10) { Workloads.recurse(50) { Workloads.spin(0.03) } }
     data[:samples].each do |frames, *|

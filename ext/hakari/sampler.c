@@ -280,21 +280,25 @@ static int64_t intern_current_stack(int n, int truncated)
 
 /* The thread's clock at the latest tick, if the worker read this thread's
  * clock; else its clock now (cpu mode after another thread was sampled). */
-static int64_t clock_at_tick(hk_thread *t)
+static int64_t clock_at_tick(hk_thread *t, int *blocked)
 {
     uint32_t s1 = __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE);
     clockid_t c = S.tick.clock;
     int64_t v = S.tick.value;
+    int b = S.tick.blocked;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint32_t s2 = __atomic_load_n(&S.tick.seq, __ATOMIC_RELAXED);
-    if (s1 == s2 && !(s1 & 1) && c == t->clock && v >= 0) return v;
+    if (s1 == s2 && !(s1 & 1) && c == t->clock && v >= 0) {
+        *blocked = b;
+        return v;
+    }
     return hk_clock_ns(t->clock);
 }
 
 /* wall mode, and cpu mode on perf clocks: this thread's clock at the tick */
-static int64_t tick_weight(hk_thread *t)
+static int64_t tick_weight(hk_thread *t, int *blocked)
 {
-    int64_t now = clock_at_tick(t);
+    int64_t now = clock_at_tick(t, blocked);
     int64_t weight = t->prev_clock < 0 ? S.period_ns : now - t->prev_clock;
     if (weight < 0) return 0;
     t->prev_clock = now;
@@ -337,7 +341,8 @@ static void take_sample(void)
     /* Weigh the sample up to the tick, not up to now: the time between the tick
      * and this safepoint (the rest of a long C call) belongs with the next
      * sample, which is how each tick's period goes to the stack seen at it. */
-    int64_t weight = tick_weight(t);
+    int blocked = 0;
+    int64_t weight = tick_weight(t, &blocked);
     /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
     if (S.cfg.mode == HK_MODE_CPU && __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED) != t->clock)
         __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED); /* written only on change: the worker reads it */
@@ -349,6 +354,16 @@ static void take_sample(void)
     if (truncated) n = max;
     int64_t stack = intern_current_stack(n, truncated);
     if (stack < 0) goto drop;
+    if (blocked && n > 1 && S.prev_lines[0] == 0) {
+        /* A tick the worker took with this thread off CPU: the period ended
+         * shortly (the worker's wake-up latency) before the thread blocked, in
+         * the code leading to the blocking call, and the job runs only after it.
+         * The C method it blocked in (line 0: a cfunc) used next to no CPU, so
+         * the sample goes to its caller's stack. (intern_current_stack has
+         * moved this sample's ids to prev_locs.) */
+        stack = hk_intern_seq(&S.stacks, S.prev_locs + 1, (uint32_t)(n - 1 + truncated));
+        if (stack < 0) goto drop;
+    }
     if (record((uint32_t)stack, t->seq, weight) < 0) goto drop;
     S.sample_count++;
     return;
@@ -370,12 +385,13 @@ static void sample_job(void *arg)
 
 /* publishes a tick's clock reading to the job (seqlock) and triggers the job;
  * ctx: the timer worker, in its signal handler or its own loop */
-static void trigger(clockid_t c, int64_t value)
+static void trigger(clockid_t c, int64_t value, int blocked)
 {
     __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
     S.tick.clock = c;
     S.tick.value = value;
+    S.tick.blocked = blocked;
     __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     rb_postponed_job_trigger(job_handle);
@@ -395,7 +411,7 @@ static void on_timer(int fd)
         /* a thread's counter overflowed: that thread's clock is the one to read */
         if (fd >= 0 && fd < HK_EVENT_FDS && S.fd_clock[fd]) c = S.fd_clock[fd];
     }
-    trigger(c, clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1);
+    trigger(c, clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1, 0);
 }
 
 /* cpu mode's default clock: a worker that paces itself on CPU time.
@@ -423,21 +439,32 @@ static long cpu_pace(void)
     }
     int running = p->prev_wall > 0 && cpu >= 0 && (cpu - p->prev_cpu) * 10 >= (wall - p->prev_wall) * 9;
     int64_t used = cpu >= 0 ? cpu - p->base : 0;
-    /* A tick up to 1/16 period early saves a second wake-up when the thread got
-     * slightly less CPU than wall time; the base still moves a whole period, so
-     * the rate is kept, and weights are read clocks, not periods. */
-    int due = used >= S.period_ns - S.period_ns / 16;
-    if (!due && !running) {
+    int due = 0, blocked = 0;
+    if (used >= S.period_ns - S.period_ns / 16) {
+        /* On CPU right now? A second read moves only if the thread ran between
+         * the two. A period that ended before the thread blocked is due, but
+         * flagged: the job will run after the block, in the call that blocked,
+         * which is not where that CPU went. A tick up to 1/16 period early (the
+         * thread got slightly less CPU than wall time) saves a second wake-up;
+         * the base still moves a whole period, so the rate is kept. */
+        int on_cpu = clock_gettime(c, &ts) == 0 && (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec > cpu;
+        due = on_cpu || used >= S.period_ns;
+        blocked = !on_cpu;
+    } else if (!running) {
         /* The watched thread is (partly) blocked: has another taken the GVL? The
-         * process clock counts from the first look that found it so. */
-        int64_t proc = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+         * process clock, less this worker's own CPU (which would otherwise trigger
+         * a sample in every long sleep), counts from the first look that found it
+         * so. Should the job land on the watched thread after all, when it wakes,
+         * the CPU it reads ran before the block: flagged too. */
+        int64_t proc = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
         if (p->proc_base < 0) p->proc_base = proc;
         due = proc - p->proc_base >= 2 * S.period_ns;
-    } else if (running) {
+        blocked = 1;
+    } else {
         p->proc_base = -1;
     }
     if (due) {
-        trigger(c, cpu);
+        trigger(c, cpu, blocked);
         p->base = used >= S.period_ns - S.period_ns / 16 && used < 2 * S.period_ns ? p->base + S.period_ns : cpu;
         p->proc_base = -1;
         used = cpu >= 0 ? cpu - p->base : 0;

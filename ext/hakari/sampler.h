@@ -77,6 +77,7 @@ typedef struct hk_tick {
     volatile uint32_t seq; /* odd while being written */
     clockid_t clock;
     int64_t value;         /* ns, or -1 when the clock could not be read */
+    int blocked;           /* cpu mode: the thread was off CPU at the tick (sampler.c, cpu_pace) */
 } hk_tick;
 
 /* cpu mode's paced worker (sampler.c, cpu_pace): the clock it watches and where its period began */
