@@ -163,7 +163,8 @@ end
 def child_callback(mode, depth)
   require "hakari"
   p = Hakari.start(mode: mode.to_sym, frequency: 1000) { descend(depth, 1.0) }.to_h
-  { ns: p[:sampling_time_ns].fdiv(p[:sampling_count]), samples: p[:sampling_count],
+  { ns: p[:sampling_time_ns].fdiv(p[:sampling_count]), walk_ns: p[:stack_walk_time_ns].fdiv(p[:sampling_count]),
+    samples: p[:sampling_count],
     frames: p[:samples].max_by { |s| s[1] }[0].size } # depth of the heaviest stack
 end
 
@@ -286,6 +287,8 @@ puts format("  (one clock_gettime here: CLOCK_THREAD_CPUTIME_ID %.0f ns, CLOCK_M
     c = runs.sort_by { |x| x[:ns] }[2]
     puts format("  %-4s depth %3d (%3d frames): %5.0f ns per sample over %d samples (runs: %s ns)",
                 mode, d, c[:frames], c[:ns], c[:samples], runs.map { |x| x[:ns].round }.join(", "))
+    puts format("%31s of which Ruby's stack walk (rb_profile_frames) %.0f ns, hakari's own work %.0f ns", "",
+                c[:walk_ns], c[:ns] - c[:walk_ns])
   end
 end
 puts "  (target: <= 1000 ns at depth 20)"

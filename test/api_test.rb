@@ -32,6 +32,9 @@ class ApiTest < Minitest::Test
     # the weights add up to the thread's CPU time, less at most the tail after the last sample
     assert_operator total(data), :<=, cpu
     assert_operator total(data), :>=, cpu * 0.95 - 3_000_000
+    # the stack walk is part of the callback's time, and both were measured
+    assert_operator h[:stack_walk_time_ns], :>, 0
+    assert_operator h[:stack_walk_time_ns], :<, h[:sampling_time_ns]
   end
 
   def test_manual_start_stop_and_running

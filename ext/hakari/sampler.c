@@ -348,7 +348,9 @@ static void take_sample(void)
         __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED); /* written only on change: the worker reads it */
 
     int max = S.cfg.max_depth;
+    int64_t w0 = hk_clock_ns(CLOCK_MONOTONIC);
     int n = rb_profile_frames(0, max + 1, S.frame_buf, S.line_buf);
+    S.stack_walk_time_ns += (uint64_t)(hk_clock_ns(CLOCK_MONOTONIC) - w0);
     if (n <= 0) { S.dropped_count++; return; }
     int truncated = n > max;
     if (truncated) n = max;
@@ -606,6 +608,7 @@ static void fill_stats(hk_sampler_stats *st)
     st->sample_count = S.sample_count;
     st->dropped_count = S.dropped_count;
     st->sampling_time_ns = S.sampling_time_ns;
+    st->stack_walk_time_ns = S.stack_walk_time_ns;
     st->thread_count = S.nseq;
     st->unique_frames = S.nframes - HK_SYNTHETIC_FRAMES;
     st->unique_stacks = hk_intern_count(&S.stacks);

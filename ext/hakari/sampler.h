@@ -54,6 +54,7 @@ typedef struct hk_sampler_stats {
     uint64_t sample_count;     /* samples recorded */
     uint64_t dropped_count;    /* samples lost (no frames, out of memory) */
     uint64_t sampling_time_ns; /* time spent inside the sampling callback */
+    uint64_t stack_walk_time_ns; /* of which inside Ruby's rb_profile_frames */
     uint64_t thread_count, unique_frames, unique_stacks;
     const char *timer_kind;
 } hk_sampler_stats;
@@ -127,7 +128,7 @@ typedef struct hk_sampler {
     hk_thread *threads; size_t nthreads, threads_cap;
     uint32_t nseq;      /* threads that have been sampled */
     size_t last_thread; /* index of the previous sample's thread (checked before use) */
-    uint64_t sampling_count, sample_count, dropped_count, sampling_time_ns;
+    uint64_t sampling_count, sample_count, dropped_count, sampling_time_ns, stack_walk_time_ns;
     int64_t period_ns;        /* immutable after start */
     int use_events;           /* cpu mode driven by per-thread perf counters (else the paced worker) */
     int open_events, max_events; /* counters open now; the most the descriptor limit allows */
@@ -138,7 +139,9 @@ typedef struct hk_sampler {
      * not bounce between cores (false sharing cost more than the stack walk) */
     _Alignas(64) volatile uint64_t trigger_count;
     hk_tick tick;
-    hk_pacer pacer;           /* owned by the worker (cpu mode's default clock) */
+    /* owned by the worker (cpu mode's default clock), written after each tick's
+     * trigger: a line of its own, so it does not pull away the tick the job reads */
+    _Alignas(64) hk_pacer pacer;
     _Alignas(64) char end_of_handler_fields;
 } hk_sampler;
 

@@ -4,6 +4,9 @@
  * Start handshake: the worker reports through `ready` whether it armed a
  * signal timer, so hk_timer_start can fall back before returning.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* timer_create with SIGEV_THREAD_ID, prctl, syscall; extconf passes it too */
+#endif
 #include "timer.h"
 
 #include <errno.h>

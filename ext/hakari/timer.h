@@ -1,11 +1,15 @@
-/* timer.h — the sampling clock: a worker thread that calls `fire` every interval.
+/* timer.h — the sampling clock: a worker thread that calls `fire` every
+ * interval, or one that paces itself.
  *
- * Linux: the worker owns a POSIX timer (timer_create + SIGEV_THREAD_ID) whose
- * real-time signal is delivered to the worker alone, so Ruby threads' blocking
- * syscalls are never interrupted; `fire` runs inside that signal handler.
- * Elsewhere (or if timer_create fails): the worker sleeps on a condition
- * variable with absolute deadlines and calls `fire` itself.
- * Either way `fire` must be async-signal-safe.
+ * Interval (hk_timer_start). Linux: the worker owns a POSIX timer
+ * (timer_create + SIGEV_THREAD_ID) whose real-time signal is delivered to the
+ * worker alone, so Ruby threads' blocking syscalls are never interrupted;
+ * `fire` runs inside that signal handler. Elsewhere (or if timer_create
+ * fails): the worker sleeps on a condition variable with absolute deadlines
+ * and calls `fire` itself. Either way `fire` must be async-signal-safe.
+ * Paced (hk_timer_start_paced): the worker calls its step on its own thread
+ * and waits as long as each call asks; no signal is involved.
+ * Either way the worker blocks every signal but its own.
  */
 #ifndef HK_TIMER_H
 #define HK_TIMER_H

@@ -1,0 +1,95 @@
+/* test_timer.c — the timer's worker thread: the paced loop honours the waits
+ * its step asks for, stops promptly even in a long wait, and runs no step
+ * after hk_timer_stop returns; the interval timer fires at about its rate.
+ * Built without extconf's HAVE_* macros, so the interval timer here is the
+ * condition-variable fallback (the signal timer is covered by the Ruby tests). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "check.h"
+#include "timer.h"
+
+static atomic_long steps, fires;
+static atomic_long wait_ns;
+
+static long count_step(void)
+{
+    atomic_fetch_add(&steps, 1);
+    return atomic_load(&wait_ns);
+}
+
+static void count_fire(int fd)
+{
+    (void)fd;
+    atomic_fetch_add(&fires, 1);
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {}
+}
+
+static void test_paced_worker_waits_as_asked_and_stops_clean(void)
+{
+    char err[128] = "";
+    atomic_store(&steps, 0);
+    atomic_store(&wait_ns, 2000000); /* 2 ms */
+    int64_t t0 = mono_ns();
+    CHECK_MSG(hk_timer_start_paced(count_step, err, sizeof(err)) == 0, "start: %s", err);
+    CHECK(strcmp(hk_timer_kind(), "cpu-paced thread") == 0);
+    CHECK_INT(hk_timer_signal(), 0); /* no signal: the step runs on the worker itself */
+    sleep_ms(60);
+    hk_timer_stop();
+    long n = atomic_load(&steps);
+    double ms = (double)(mono_ns() - t0) / 1e6;
+    /* never more often than asked (one step per 2 ms, plus the first); at least a few on a busy machine */
+    CHECK_MSG(n >= 3 && n <= ms / 2 + 1, "%ld steps in %.1f ms with 2 ms waits", n, ms);
+    sleep_ms(10);
+    CHECK_INT(atomic_load(&steps), n); /* none after stop returned */
+}
+
+static void test_stop_interrupts_a_long_wait(void)
+{
+    char err[128] = "";
+    atomic_store(&steps, 0);
+    atomic_store(&wait_ns, 10L * 1000000000L); /* 10 s */
+    CHECK_MSG(hk_timer_start_paced(count_step, err, sizeof(err)) == 0, "start: %s", err);
+    sleep_ms(20);
+    int64_t t0 = mono_ns();
+    hk_timer_stop();
+    CHECK_MSG(mono_ns() - t0 < 1000000000LL, "stop took %lld ns", (long long)(mono_ns() - t0));
+    CHECK_INT(atomic_load(&steps), 1);
+}
+
+static void test_interval_timer_fires_at_about_its_rate(void)
+{
+    char err[128] = "";
+    atomic_store(&fires, 0);
+    int64_t t0 = mono_ns();
+    CHECK_MSG(hk_timer_start(5000000, count_fire, err, sizeof(err)) == 0, "start: %s", err); /* 200 Hz */
+    sleep_ms(100);
+    hk_timer_stop();
+    long n = atomic_load(&fires);
+    double ms = (double)(mono_ns() - t0) / 1e6;
+    CHECK_MSG(n >= 5 && n <= ms / 5 + 1, "%ld fires in %.1f ms at 5 ms", n, ms);
+    sleep_ms(10);
+    CHECK_INT(atomic_load(&fires), n);
+}
+
+int main(void)
+{
+    RUN(test_paced_worker_waits_as_asked_and_stops_clean);
+    RUN(test_stop_interrupts_a_long_wait);
+    RUN(test_interval_timer_fires_at_about_its_rate);
+    return check_done();
+}
