@@ -558,8 +558,8 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.prev_stack = -1;
     if (!S.frame_buf || !S.line_buf || !S.loc_buf || !S.prev_frames || !S.prev_lines || !S.prev_locs || frame_id(Qnil) != HK_FRAME_TRUNCATED ||
         frame_id(Qtrue) != HK_FRAME_UNSAMPLED ||
-        hk_u64_map_reserve(&S.frame_ids, 4096) < 0 || hk_u64_map_reserve(&S.loc_ids, 8192) < 0 ||
-        hk_pair_map_reserve(&S.frame_locs, 8192) < 0) {
+        hk_u64_map_reserve(&S.frame_ids, 256) < 0 || hk_u64_map_reserve(&S.loc_ids, 512) < 0 ||
+        hk_pair_map_reserve(&S.frame_locs, 512) < 0) {
         free_tables();
         snprintf(err, errlen, "out of memory");
         return -1;
