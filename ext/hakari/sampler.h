@@ -19,6 +19,7 @@
 #include <ruby.h>
 #include <stdint.h>
 
+#include "clocks.h"
 #include "intern_table.h"
 #include "pair_map.h"
 #include "profile.h"
@@ -128,7 +129,9 @@ typedef struct hk_sampler {
     hk_thread *threads; size_t nthreads, threads_cap;
     uint32_t nseq;      /* threads that have been sampled */
     size_t last_thread; /* index of the previous sample's thread (checked before use) */
-    uint64_t sampling_count, sample_count, dropped_count, sampling_time_ns, stack_walk_time_ns;
+    uint64_t sampling_count, sample_count, dropped_count;
+    uint64_t sampling_time, stack_walk_time; /* in cost_clock units: TSC ticks or ns (sampler.c) */
+    uint64_t start_tsc;
     int64_t period_ns;        /* immutable after start */
     int use_events;           /* cpu mode driven by per-thread perf counters (else the paced worker) */
     int open_events, max_events; /* counters open now; the most the descriptor limit allows */
@@ -163,12 +166,5 @@ void hk_sampler_init(void);
 /* profile_build.c — ctx: GVL (allocates Ruby strings while resolving names) */
 hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *stats);
 
-/* ns on clock c; 0 if it cannot be read (the CPU clock of a thread that ended) */
-static inline int64_t hk_clock_ns(clockid_t c)
-{
-    struct timespec ts;
-    if (clock_gettime(c, &ts) != 0) return 0;
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 #endif

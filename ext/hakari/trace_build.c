@@ -152,17 +152,3 @@ fail:
     hk_profile_free(p);
     return NULL;
 }
-
-int hk_tsc_usable(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    char name[64] = {0};
-    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
-    if (!f) return 0;
-    int ok = fgets(name, sizeof(name), f) && strncmp(name, "tsc", 3) == 0;
-    fclose(f);
-    return ok;
-#else
-    return 0;
-#endif
-}

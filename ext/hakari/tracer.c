@@ -42,9 +42,9 @@ static inline int64_t read_measure(const hk_tcontext *c)
 {
     if (T.use_tsc) return (int64_t)hk_tsc();
     switch (T.cfg.measure) {
-    case HK_MEASURE_CPU: return hk_trace_clock_ns(c->cpu_clock);
+    case HK_MEASURE_CPU: return hk_clock_ns(c->cpu_clock);
     case HK_MEASURE_ALLOCATIONS: return (int64_t)rb_gc_stat(sym_total_allocated_objects);
-    default: return hk_trace_clock_ns(CLOCK_MONOTONIC);
+    default: return hk_clock_ns(CLOCK_MONOTONIC);
     }
 }
 
@@ -366,8 +366,8 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
     if (hk_intern_seq(&T.method_index, none, 5) != 0) goto oom;
     T.methods[0] = (hk_tmethod){Qnil, 0, 0, 0};
     T.nmethods = 1;
-    T.start_real_ns = hk_trace_clock_ns(CLOCK_REALTIME);
-    T.start_mono_ns = hk_trace_clock_ns(CLOCK_MONOTONIC);
+    T.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
+    T.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     T.use_tsc = cfg->measure == HK_MEASURE_WALL && hk_tsc_usable();
     T.start_tsc = hk_tsc();
     session_gen++;
@@ -392,7 +392,7 @@ static void fill_stats(hk_tracer_stats *st)
     memset(st, 0, sizeof(*st));
     st->measure = T.cfg.measure;
     st->start_time_ns = T.start_real_ns;
-    st->duration_ns = hk_trace_clock_ns(CLOCK_MONOTONIC) - T.start_mono_ns;
+    st->duration_ns = hk_clock_ns(CLOCK_MONOTONIC) - T.start_mono_ns;
     st->event_count = T.events;
     st->call_count = T.calls;
     st->node_count = T.nnodes - T.nroots;

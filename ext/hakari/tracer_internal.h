@@ -5,6 +5,7 @@
 #ifndef HK_TRACER_INTERNAL_H
 #define HK_TRACER_INTERNAL_H
 
+#include "clocks.h"
 #include "tracer.h"
 
 #define HK_METHOD_CACHE 1024 /* direct-mapped, power of two */
@@ -62,21 +63,6 @@ typedef struct hk_tracer {
 extern hk_tracer hk_the_tracer;
 
 /* ns of clock c, or -1 when it cannot be read (the clock of a thread that ended) */
-static inline int64_t hk_trace_clock_ns(clockid_t c)
-{
-    struct timespec ts;
-    if (clock_gettime(c, &ts) != 0) return -1;
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-static inline uint64_t hk_tsc(void) { return __rdtsc(); }
-#else
-static inline uint64_t hk_tsc(void) { return 0; }
-#endif
-/* the TSC counts time only where the kernel trusts it as its clocksource (constant, synchronized) */
-int hk_tsc_usable(void);
 
 /* trace_build.c — ctx: GVL, may allocate */
 VALUE hk_trace_method_label(VALUE klass, ID mid);

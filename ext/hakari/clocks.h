@@ -1,0 +1,43 @@
+/* clocks.h — the clocks the collectors read: POSIX clocks in ns, and the TSC
+ * where the kernel trusts it (a few cycles to read, scaled to ns by the caller
+ * against the monotonic clock over a whole session). */
+#ifndef HK_CLOCKS_H
+#define HK_CLOCKS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* ns on clock c, or -1 when it cannot be read (the CPU clock of a thread that ended) */
+static inline int64_t hk_clock_ns(clockid_t c)
+{
+    struct timespec ts;
+    if (clock_gettime(c, &ts) != 0) return -1;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+static inline uint64_t hk_tsc(void) { return __rdtsc(); }
+#else
+static inline uint64_t hk_tsc(void) { return 0; }
+#endif
+
+/* The TSC counts time only where the kernel trusts it as its clocksource
+ * (constant rate, synchronized across cores). ctx: any; reads a sysfs file. */
+static inline int hk_tsc_usable(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    char name[64] = {0};
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (!f) return 0;
+    int ok = fgets(name, sizeof(name), f) && strncmp(name, "tsc", 3) == 0;
+    fclose(f);
+    return ok;
+#else
+    return 0;
+#endif
+}
+
+#endif
