@@ -208,6 +208,23 @@ class ApiTest < Minitest::Test
     assert_operator spin.sum { |s| s[2] }, :>=, 150 # samples at about the asked rate, not one per stall
   end
 
+  # off-CPU ticks re-read the sample's ids for the blocking call's caller: with stacks cut at
+  # max_depth that must include the [truncated] root even when the stack repeats
+  def test_truncated_stacks_with_sleeps_keep_their_marker_root
+    data = Hakari.start(mode: :cpu, max_depth: 10) do
+      Workloads.recurse(50) { 40.times { Workloads.spin(0.002); sleep 0.001 } }
+    end
+    data[:samples].each do |frames, *|
+      assert_operator frames.size, :<=, 11
+      assert_equal "[truncated]", frames.last[0] if frames.size == 11
+      assert(frames.all? { |f| f[0].is_a?(String) && !f[0].empty? })
+    end
+    assert_in_delta 80_000_000, total(data), 25_000_000
+    # the stop-time tail is cut the same way (this test runs under minitest's deep stack)
+    tail = data[:samples].find { |frames, *| frames.first[0] == "[unsampled]" }
+    assert_equal "[truncated]", tail[0].last[0] if tail
+  end
+
   def test_deep_stacks_are_truncated_with_a_marker_root
     data = Hakari.start(max_depth: 10) { Workloads.recurse(50) { Workloads.spin(0.03) } }
     data[:samples].each do |frames, *|

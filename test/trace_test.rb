@@ -181,7 +181,11 @@ class TraceTest < Minitest::Test
     m = methods_of(data)
     assert_nil m["Integer#times"]
     assert_nil m["Kernel#sleep"]
-    assert_operator m["TraceTest#naps"][:self], :>, 55 * MS, "their time is the caller's own"
+    # A thread that runs while one sleeps (minitest's workers start lazily, sometimes right
+    # here) turns the rest of that sleep into the sleeper's wait (README: tracing, wait):
+    # either way the excluded methods' time stays with the caller.
+    naps = m["TraceTest#naps"]
+    assert_operator naps[:self] + naps[:wait], :>, 55 * MS, "their time is the caller's own"
   end
 
   def test_threads_filter

@@ -261,11 +261,13 @@ static int64_t intern_current_stack(int n, int truncated)
         k++;
     }
     if (resolve_locations(0, n - k) < 0) return -1;
+    /* the marker is written even when the stack repeats: the caller may read
+     * this sample's ids back (take_sample, off-CPU ticks) */
+    if (truncated && !(S.loc_buf[n] = location_id(HK_FRAME_TRUNCATED, 0))) return -1;
     int64_t stack;
     if (k == n && n == S.prev_n && truncated == S.prev_truncated && S.prev_stack >= 0) {
         stack = S.prev_stack;
     } else {
-        if (truncated) S.loc_buf[n] = location_id(HK_FRAME_TRUNCATED, 0);
         stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)(n + truncated));
         if (stack < 0) return -1;
     }
@@ -447,7 +449,7 @@ static long cpu_pace(void)
     }
     int running = p->prev_wall > 0 && cpu >= 0 && (cpu - p->prev_cpu) * 10 >= (wall - p->prev_wall) * 9;
     int64_t used = cpu >= 0 ? cpu - p->base : 0;
-    int due = 0, blocked = 0;
+    int due = 0, blocked = 0, on_cpu = running;
     if (used >= S.period_ns - S.period_ns / 16) {
         /* On CPU right now? A second read moves only if the thread ran between
          * the two. A period that ended before the thread blocked is due, but
@@ -455,10 +457,11 @@ static long cpu_pace(void)
          * which is not where that CPU went. A tick up to 1/16 period early (the
          * thread got slightly less CPU than wall time) saves a second wake-up;
          * the base still moves a whole period, so the rate is kept. */
-        int on_cpu = clock_gettime(c, &ts) == 0 && (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec > cpu;
+        on_cpu = clock_gettime(c, &ts) == 0 && (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec > cpu;
         due = on_cpu || used >= S.period_ns;
         blocked = !on_cpu;
-    } else if (!running) {
+    }
+    if (!due && !on_cpu) {
         /* The watched thread is (partly) blocked: has another taken the GVL? The
          * process clock, less this worker's own CPU (which would otherwise trigger
          * a sample in every long sleep), counts from the first look that found it
@@ -468,7 +471,7 @@ static long cpu_pace(void)
         if (p->proc_base < 0) p->proc_base = proc;
         due = proc - p->proc_base >= 2 * S.period_ns;
         blocked = 1;
-    } else {
+    } else if (on_cpu) {
         p->proc_base = -1;
     }
     if (due) {
@@ -480,7 +483,7 @@ static long cpu_pace(void)
     p->prev_cpu = cpu;
     p->prev_wall = wall;
     int64_t wait = S.period_ns - used;
-    int64_t least = running ? 20000 : S.period_ns / 4;
+    int64_t least = on_cpu ? 20000 : S.period_ns / 4;
     return (long)(wait < least ? least : wait);
 }
 
@@ -554,7 +557,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     }
     free_tables(); /* leftovers of a session cut short by fork */
     S.cfg = *cfg;
-    size_t depth = (size_t)cfg->max_depth + 1;
+    size_t depth = (size_t)cfg->max_depth + 1 + HK_OWN_FRAMES;
     S.frame_buf = malloc(depth * sizeof(VALUE));
     S.line_buf = malloc(depth * sizeof(int));
     S.loc_buf = malloc(depth * sizeof(uint32_t));
@@ -651,7 +654,9 @@ static void take_tail_sample(void)
     int64_t weight = hk_clock_ns(t->has_clock ? t->clock : mode_clock()) - t->prev_clock;
     if (weight <= 0) return;
     int max = S.cfg.max_depth;
-    int n = rb_profile_frames(0, max, S.frame_buf, S.line_buf);
+    /* room for hakari's own frames on top, which are left out (on Ruby 3.1
+     * rb_profile_frames' `start` does not skip frames, so they are fetched) */
+    int n = rb_profile_frames(0, max + 1 + HK_OWN_FRAMES, S.frame_buf, S.line_buf);
     int skip = own_frames_on_top(n);
     int m = 0;
     S.loc_buf[m++] = location_id(HK_FRAME_UNSAMPLED, 0);
@@ -660,6 +665,8 @@ static void take_tail_sample(void)
         if (!lid) return;
         S.loc_buf[m++] = lid;
     }
+    /* cut at max_depth like any sample: marked by its [truncated] root */
+    if (n - skip + 1 > max && !(S.loc_buf[m++] = location_id(HK_FRAME_TRUNCATED, 0))) return;
     if (!t->seq) t->seq = ++S.nseq;
     S.prev_n = 0;
     int64_t stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)m);
@@ -715,7 +722,7 @@ size_t hk_sampler_memsize(void)
            hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
            hk_intern_memsize(&S.agg) + S.frames_cap * sizeof(VALUE) + S.locs_cap * sizeof(uint64_t) +
            S.agg_cap * sizeof(hk_agg_row) + S.stack_rows_cap * sizeof(hk_stack_row) + S.raw_cap * sizeof(hk_raw_sample) +
-           S.threads_cap * sizeof(hk_thread) + 2 * (size_t)(S.cfg.max_depth + 1) * (sizeof(VALUE) + 8);
+           S.threads_cap * sizeof(hk_thread) + 2 * (size_t)(S.cfg.max_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + 8);
 }
 
 /* ctx: fork child. The timer thread did not survive fork: stop quietly; the

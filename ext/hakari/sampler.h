@@ -36,6 +36,7 @@ typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1 } hk_mode;
 #define HK_MAX_FREQUENCY 10000
 #define HK_DEFAULT_MAX_DEPTH 1024
 #define HK_MAX_MAX_DEPTH 65536
+#define HK_OWN_FRAMES 8 /* room above max_depth for hakari's own frames, left out of the stop-time tail */
 
 typedef struct hk_sampler_config {
     hk_mode mode;
