@@ -133,9 +133,13 @@ typedef struct hk_sampler {
     uint64_t sampling_count, sample_count, dropped_count;
     uint64_t sampling_time, stack_walk_time; /* in cost_clock units: TSC ticks or ns (sampler.c) */
     uint64_t start_tsc;
-    int64_t period_ns;        /* immutable after start */
-    int use_events;           /* cpu mode driven by per-thread perf counters (else the paced worker) */
     int open_events, max_events; /* counters open now; the most the descriptor limit allows */
+    /* read by the timer's worker at every tick, written only at start, stop or
+     * (tick_target) when the sampled thread changes: a line of their own, away
+     * from the counters the job writes every sample, which would otherwise be
+     * pulled back and forth between the two cores */
+    _Alignas(64) int64_t period_ns;
+    int use_events;           /* cpu mode driven by per-thread perf counters (else the paced worker) */
     clockid_t *fd_clock;      /* HK_EVENT_FDS entries: event fd -> thread CPU clock, read by the handler */
     clockid_t tick_target;    /* the clock the worker reads: the last sampled thread's (cpu), or monotonic */
     /* written by the timer's worker, every tick: a cache
