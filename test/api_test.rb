@@ -35,6 +35,9 @@ class ApiTest < Minitest::Test
     # the stack walk is part of the callback's time, and both were measured
     assert_operator h[:stack_walk_time_ns], :>, 0
     assert_operator h[:stack_walk_time_ns], :<, h[:sampling_time_ns]
+    # the timer thread's own CPU: some, and far less than the run
+    assert_operator h[:timer_cpu_ns], :>, 0
+    assert_operator h[:timer_cpu_ns], :<, h[:duration_ns] / 4
   end
 
   def test_manual_start_stop_and_running

@@ -239,6 +239,7 @@ static VALUE profile_counters(VALUE self)
     SET(h, "dropped_count", ULL2NUM(st->dropped_count));
     SET(h, "sampling_time_ns", ULL2NUM(st->sampling_time_ns));
     SET(h, "stack_walk_time_ns", ULL2NUM(st->stack_walk_time_ns));
+    SET(h, "timer_cpu_ns", ULL2NUM(st->timer_cpu_ns));
     SET(h, "thread_count", ULL2NUM(st->thread_count));
     SET(h, "unique_frames", ULL2NUM(st->unique_frames));
     SET(h, "unique_stacks", ULL2NUM(st->unique_stacks));

@@ -105,6 +105,7 @@ static void fall_back_to_pacer(void)
     for (size_t i = 0; i < S.nthreads; i++) close_event(&S.threads[i]);
     S.use_events = 0;
     hk_timer_stop();
+    S.replaced_timer_cpu_ns += (uint64_t)hk_timer_cpu_ns();
     if (start_pacer(err, sizeof(err)) < 0) S.dropped_count++; /* no clock: no samples */
 }
 
@@ -627,6 +628,7 @@ static void fill_stats(hk_sampler_stats *st)
     st->unique_frames = S.nframes - HK_SYNTHETIC_FRAMES;
     st->unique_stacks = hk_intern_count(&S.stacks);
     st->timer_kind = S.use_events ? "perf_event task-clock per thread" : hk_timer_kind();
+    st->timer_cpu_ns = S.replaced_timer_cpu_ns + (uint64_t)hk_timer_cpu_ns();
 }
 
 /* hakari's own frames on top of the stack at stop: Hakari::Native.stop, Hakari.stop, Hakari.start */

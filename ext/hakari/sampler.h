@@ -57,6 +57,7 @@ typedef struct hk_sampler_stats {
     uint64_t dropped_count;    /* samples lost (no frames, out of memory) */
     uint64_t sampling_time_ns; /* time spent inside the sampling callback */
     uint64_t stack_walk_time_ns; /* of which inside Ruby's rb_profile_frames */
+    uint64_t timer_cpu_ns;     /* CPU used by the timer's worker thread */
     uint64_t thread_count, unique_frames, unique_stacks;
     const char *timer_kind;
 } hk_sampler_stats;
@@ -133,6 +134,7 @@ typedef struct hk_sampler {
     uint64_t sampling_count, sample_count, dropped_count;
     uint64_t sampling_time, stack_walk_time; /* in cost_clock units: TSC ticks or ns (sampler.c) */
     uint64_t start_tsc;
+    uint64_t replaced_timer_cpu_ns; /* CPU of a worker that perf clocks' fallback replaced */
     int open_events, max_events; /* counters open now; the most the descriptor limit allows */
     /* read by the timer's worker at every tick, written only at start, stop or
      * (tick_target) when the sampled thread changes: a line of their own, away

@@ -42,6 +42,7 @@ static struct {
     pthread_cond_t cond;
     int stop, ready, armed;
     int worker_tid;
+    long long cpu_ns;          /* the worker's CPU time, written as it exits */
 } T = {.lock = PTHREAD_MUTEX_INITIALIZER, .kind = "none"};
 
 static hk_timer_fire_fn volatile signal_fire; /* read by the handler */
@@ -135,9 +136,26 @@ static void paced_loop(void)
     pthread_mutex_unlock(&T.lock);
 }
 
+static long long own_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void *run_worker(void);
+
+/* the worker's CPU is kept as it exits: its clock is gone once it is joined */
 static void *worker(void *arg)
 {
     (void)arg;
+    void *r = run_worker();
+    T.cpu_ns = own_cpu_ns();
+    return r;
+}
+
+static void *run_worker(void)
+{
     if (T.pace) {
         report_ready(0);
         paced_loop();
@@ -223,6 +241,7 @@ static int start_worker(char *err, size_t errlen)
     pthread_condattr_destroy(&attr);
     T.stop = T.ready = T.armed = 0;
     T.worker_tid = 0;
+    T.cpu_ns = 0;
     /* the worker must not take the process's other signals (Ruby's SIGINT etc.) */
     sigset_t all, old;
     sigfillset(&all);
@@ -261,6 +280,18 @@ void hk_timer_stop(void)
     if (T.signo) sigaction(T.signo, &T.old_action, NULL);
 #endif
     signal_fire = NULL;
+}
+
+long long hk_timer_cpu_ns(void)
+{
+    if (!T.started) return T.cpu_ns; /* joined: what it wrote as it exited */
+#ifdef HAVE_PTHREAD_GETCPUCLOCKID
+    clockid_t c;
+    struct timespec ts;
+    if (pthread_getcpuclockid(T.thread, &c) == 0 && clock_gettime(c, &ts) == 0)
+        return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+#endif
+    return 0;
 }
 
 const char *hk_timer_kind(void) { return T.kind; }

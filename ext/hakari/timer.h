@@ -35,6 +35,9 @@ int hk_timer_signal(void);
 int hk_timer_worker_tid(void);
 /* ctx: GVL. Stops and joins the worker; no `fire` runs after it returns. */
 void hk_timer_stop(void);
+/* ctx: GVL. CPU time the worker thread has used, running or (after stop) in all;
+ * 0 where a thread's CPU clock cannot be read. */
+long long hk_timer_cpu_ns(void);
 /* ctx: any. Which mechanism the running (or last) timer used, for the profile's comments. */
 const char *hk_timer_kind(void);
 /* ctx: fork child. The worker does not exist in a forked child: forget it without joining. */

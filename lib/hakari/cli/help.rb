@@ -97,8 +97,9 @@ module Hakari
                        verbose: false, max_depth: 1024) { work }   # block form: stops and returns the profile
           Hakari.start(mode: :wall); work; profile = Hakari.stop    # Hakari.stop => Hakari::Profile or nil
           profile.to_h          # mode, frequency, start_time_ns, duration_ns, trigger_count, sampling_count,
-                                # sample_count, dropped_count, sampling_time_ns, stack_walk_time_ns, thread_count,
-                                # unique_frames, unique_stacks, samples: [[frames, weight_ns, count, thread_seq], ...]
+                                # sample_count, dropped_count, sampling_time_ns, stack_walk_time_ns,
+                                # timer_cpu_ns, thread_count, unique_frames, unique_stacks,
+                                # samples: [[frames, weight_ns, count, thread_seq], ...]
           profile[:sample_count]            # == profile.to_h[:sample_count]
           profile.encode(:pprof | :collapsed | :text)   # => String
           Hakari.save("out.pb.gz", profile)             # format from the extension, or format: :text

@@ -61,7 +61,8 @@ module Hakari
         [row(int(n["sample_count"]), "",
              "samples / #{int(n["trigger_count"])} triggers (#{int(n["dropped_count"])} dropped)"),
          row(pct(n["sampling_time_ns"], n["duration_ns"]), "%",
-             "profiler overhead (#{ms(n["sampling_time_ns"])} ms sampling in #{ms(n["duration_ns"])} ms)")]
+             "profiler overhead (#{ms(n["sampling_time_ns"])} ms sampling in #{ms(n["duration_ns"])} ms)"),
+         row(ms(n["timer_cpu_ns"]), "ms", "CPU of hakari's timer thread (on another core)")]
       end
 
       def trace_lines(n)
