@@ -193,12 +193,11 @@ static int64_t agg_row(uint32_t stack, uint32_t seq)
         return (int64_t)S.stack_rows[stack].row - 1;
     uint32_t key[3] = {stack, seq, 0 /* label set: none yet */};
     size_t before = hk_intern_count(&S.agg);
+    /* room for a new row first: a key interned without its row would be written past the end */
+    if (hk_array_grow((void **)&S.agg_rows, &S.agg_cap, before + 1, sizeof(*S.agg_rows)) < 0) return -1;
     int64_t id = hk_intern_seq(&S.agg, key, 3);
     if (id < 0) return -1;
-    if ((size_t)id == before) {
-        if (hk_array_grow((void **)&S.agg_rows, &S.agg_cap, before + 1, sizeof(*S.agg_rows)) < 0) return -1;
-        S.agg_rows[id] = (hk_agg_row){0, 0};
-    }
+    if ((size_t)id == before) S.agg_rows[id] = (hk_agg_row){0, 0};
     if (stack >= S.stack_rows_cap) {
         size_t old = S.stack_rows_cap;
         if (hk_array_grow((void **)&S.stack_rows, &S.stack_rows_cap, (size_t)stack + 1, sizeof(*S.stack_rows)) < 0) return id;
@@ -299,7 +298,7 @@ static int64_t clock_at_tick(hk_thread *t, int *blocked)
     return hk_clock_ns(t->clock);
 }
 
-/* wall mode, and cpu mode on perf clocks: this thread's clock at the tick */
+/* this thread's clock at the tick (the worker's reading when it read this thread's clock) */
 static int64_t tick_weight(hk_thread *t, int *blocked)
 {
     int64_t now = clock_at_tick(t, blocked);
@@ -399,7 +398,9 @@ static void sample_job(void *arg)
 static void trigger(clockid_t c, int64_t value, int blocked)
 {
     __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
+    /* seqlock writer: the odd sequence must be visible before any field changes */
+    __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
     S.tick.clock = c;
     S.tick.value = value;
     S.tick.blocked = blocked;
@@ -434,9 +435,18 @@ static void on_timer(int fd)
  * speed (a thread can use no more CPU than wall time). While that thread is
  * running, the tick lands within a few µs of the period's end; while it
  * sleeps, the worker looks every quarter period. When another thread holds
- * the GVL, the process's CPU clock advancing by two periods triggers the job,
+ * the GVL, a period of the other threads' CPU since the last tick triggers the job,
  * which then runs on that thread and makes it the one watched. The reads are
  * system calls, made on the worker, not on the profiled thread. */
+/* CPU used by the process's threads other than the watched one and this worker.
+ * The watched thread's clock was just read, which brings its share of the
+ * process clock up to date; other running threads' shares are as of the
+ * scheduler's last tick. */
+static int64_t others_cpu(int64_t watched)
+{
+    return hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - (watched > 0 ? watched : 0) - hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
 static long cpu_pace(void)
 {
     hk_pacer *p = &S.pacer;
@@ -444,46 +454,47 @@ static long cpu_pace(void)
     struct timespec ts;
     int64_t wall = hk_clock_ns(CLOCK_MONOTONIC);
     int64_t cpu = clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1;
-    if (c != p->clock || cpu < 0 || p->base < 0) { /* a new thread to watch: its period starts now */
+    /* a new thread to watch (or its clock went back: a reused thread id): its period starts now */
+    if (c != p->clock || cpu < 0 || p->base < 0 || cpu < p->base - S.period_ns) {
         p->clock = c;
         p->base = cpu;
+        p->others_base = -1; /* "others" now means other threads */
     }
     int running = p->prev_wall > 0 && cpu >= 0 && (cpu - p->prev_cpu) * 10 >= (wall - p->prev_wall) * 9;
     int64_t used = cpu >= 0 ? cpu - p->base : 0;
-    int due = 0, blocked = 0, on_cpu = running;
-    if (used >= S.period_ns - S.period_ns / 16) {
-        /* On CPU right now? A second read moves only if the thread ran between
-         * the two. A period that ended before the thread blocked is due, but
-         * flagged: the job will run after the block, in the call that blocked,
-         * which is not where that CPU went. A tick up to 1/16 period early (the
-         * thread got slightly less CPU than wall time) saves a second wake-up;
-         * the base still moves a whole period, so the rate is kept. */
-        on_cpu = clock_gettime(c, &ts) == 0 && (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec > cpu;
-        due = on_cpu || used >= S.period_ns;
-        blocked = !on_cpu;
+    /* While the watched thread is not running all the time, other threads may
+     * be (holding the GVL, or handing it back and forth with this one): their
+     * CPU since the last tick counts towards the period too. */
+    int64_t others = -1, used_all = used;
+    if (!running) {
+        others = others_cpu(cpu);
+        if (p->others_base < 0) p->others_base = others;
+        used_all += others - p->others_base;
     }
-    if (!due && !on_cpu) {
-        /* The watched thread is (partly) blocked: has another taken the GVL? The
-         * process clock, less this worker's own CPU (which would otherwise trigger
-         * a sample in every long sleep), counts from the first look that found it
-         * so. Should the job land on the watched thread after all, when it wakes,
-         * the CPU it reads ran before the block: flagged too. */
-        int64_t proc = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-        if (p->proc_base < 0) p->proc_base = proc;
-        due = proc - p->proc_base >= 2 * S.period_ns;
-        blocked = 1;
-    } else if (on_cpu) {
-        p->proc_base = -1;
+    int due = 0, blocked = 0, on_cpu = running;
+    if (used_all >= S.period_ns - S.period_ns / 16) {
+        /* On CPU right now? A second read moves only if the thread ran between
+         * the two. A period that ended while the watched thread is off CPU is
+         * due, but flagged: should the job land on it, that will be after the
+         * block, in the call that blocked, which is not where its CPU went. A
+         * tick up to 1/16 period early (the thread got slightly less CPU than
+         * wall time) saves a second wake-up. */
+        on_cpu = clock_gettime(c, &ts) == 0 && (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec > cpu;
+        due = on_cpu || used_all >= S.period_ns;
+        blocked = !on_cpu;
     }
     if (due) {
         trigger(c, cpu, blocked);
+        /* the watched thread's period moves a whole period (the rate is kept)
+         * when it ran the period itself; otherwise it starts over here */
         p->base = used >= S.period_ns - S.period_ns / 16 && used < 2 * S.period_ns ? p->base + S.period_ns : cpu;
-        p->proc_base = -1;
+        p->others_base = others; /* -1 when not read: taken at the next look that needs it */
         used = cpu >= 0 ? cpu - p->base : 0;
+        used_all = used;
     }
     p->prev_cpu = cpu;
     p->prev_wall = wall;
-    int64_t wait = S.period_ns - used;
+    int64_t wait = S.period_ns - used_all;
     int64_t least = on_cpu ? 20000 : S.period_ns / 4;
     return (long)(wait < least ? least : wait);
 }
@@ -523,7 +534,7 @@ static void close_events(void)
 
 static int start_pacer(char *err, size_t errlen)
 {
-    S.pacer = (hk_pacer){.clock = (clockid_t)-1, .base = -1, .proc_base = -1};
+    S.pacer = (hk_pacer){.clock = (clockid_t)-1, .base = -1, .others_base = -1};
     return hk_timer_start_paced(cpu_pace, err, errlen);
 }
 
@@ -537,7 +548,7 @@ static int start_events(char *err, size_t errlen)
     if (S.max_events > HK_EVENT_FDS / 2) S.max_events = HK_EVENT_FDS / 2;
     if (!S.fd_clock || S.nthreads > (size_t)S.max_events || hk_timer_start(0, on_timer, err, errlen) < 0) return -1;
     if (hk_timer_signal() && hk_timer_worker_tid()) {
-        /* a probe on this thread first: where perf events are refused, poll from the start */
+        /* a probe on this thread first: where perf events are refused, the paced worker from the start */
         int probe = hk_cpu_event_open(0, S.period_ns, hk_timer_signal(), hk_timer_worker_tid());
         if (probe >= 0) {
             hk_cpu_event_close(probe);
@@ -547,6 +558,7 @@ static int start_events(char *err, size_t errlen)
         }
     }
     hk_timer_stop();
+    S.replaced_timer_cpu_ns += (uint64_t)hk_timer_cpu_ns();
     return -1;
 }
 

@@ -88,7 +88,7 @@ typedef struct hk_tick {
 typedef struct hk_pacer {
     clockid_t clock;          /* the watched thread's CPU clock */
     int64_t base;             /* that clock at the start of the current period, or -1 */
-    int64_t proc_base;        /* the process CPU clock when the watched thread was first seen blocked, or -1 */
+    int64_t others_base;      /* the other threads' CPU (sampler.c, others_cpu) at the last tick, or -1 */
     int64_t prev_cpu, prev_wall; /* the watched clock and the monotonic clock at the previous look */
 } hk_pacer;
 
@@ -105,7 +105,7 @@ typedef struct hk_sampler {
     /* immutable after start */
     hk_sampler_config cfg;
     int64_t start_mono_ns, start_real_ns;
-    VALUE *frame_buf;   /* max_depth + 1 entries, reused by every sample */
+    VALUE *frame_buf;   /* max_depth + 1 + HK_OWN_FRAMES entries, reused by every sample */
     int *line_buf;
     uint32_t *loc_buf;
     /* the previous sample, swapped with the buffers above (see intern_current_stack) */
@@ -149,8 +149,8 @@ typedef struct hk_sampler {
      * not bounce between cores (false sharing cost more than the stack walk) */
     _Alignas(64) volatile uint64_t trigger_count;
     hk_tick tick;
-    /* owned by the worker (cpu mode's default clock), written after each tick's
-     * trigger: a line of its own, so it does not pull away the tick the job reads */
+    /* owned by the worker (cpu mode's default clock), written at every look: a
+     * line of its own, so it does not pull away the tick the job reads */
     _Alignas(64) hk_pacer pacer;
     _Alignas(64) char end_of_handler_fields;
 } hk_sampler;

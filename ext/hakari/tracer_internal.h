@@ -62,8 +62,6 @@ typedef struct hk_tracer {
 
 extern hk_tracer hk_the_tracer;
 
-/* ns of clock c, or -1 when it cannot be read (the clock of a thread that ended) */
-
 /* trace_build.c — ctx: GVL, may allocate */
 VALUE hk_trace_method_label(VALUE klass, ID mid);
 hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *st);
