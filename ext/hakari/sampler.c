@@ -1,7 +1,7 @@
 /* sampler.c — timer -> postponed job -> stack walk -> aggregation (see sampler.h).
  *
  * At each tick the timer's worker reads the clock (in wall mode in its signal
- * handler, in cpu mode in its own paced loop: see cpu_pace), counts, and
+ * handler, in cpu mode in its own paced loop: see cpu_pacer.c), counts, and
  * triggers the postponed job. The job runs on whichever Ruby thread reaches a
  * safepoint holding the GVL; it weighs the sample by *that thread's* clock at
  * the tick minus its clock at its previous sample (CPU clock in cpu mode,
@@ -26,6 +26,7 @@
 #include <ruby/thread.h>
 
 #include "cpu_events.h"
+#include "cpu_pacer.h"
 #include "timer.h"
 
 hk_sampler hk_the_sampler;
@@ -94,7 +95,6 @@ static void close_event(hk_thread *t)
 }
 
 static void on_timer(int fd);
-static int start_pacer(char *err, size_t errlen);
 
 /* A descriptor per live thread must never starve the program of descriptors:
  * past a quarter of its limit (or when a counter cannot be had), every counter
@@ -106,7 +106,7 @@ static void fall_back_to_pacer(void)
     S.use_events = 0;
     hk_timer_stop();
     S.replaced_timer_cpu_ns += (uint64_t)hk_timer_cpu_ns();
-    if (start_pacer(err, sizeof(err)) < 0) S.dropped_count++; /* no clock: no samples */
+    if (hk_cpu_pacer_start(err, sizeof(err)) < 0) S.dropped_count++; /* no clock: no samples */
 }
 
 static void open_event(hk_thread *t)
@@ -393,9 +393,7 @@ static void sample_job(void *arg)
     S.sampling_time += cost_clock() - t0;
 }
 
-/* publishes a tick's clock reading to the job (seqlock) and triggers the job;
- * ctx: the timer worker, in its signal handler or its own loop */
-static void trigger(clockid_t c, int64_t value, int blocked)
+void hk_sampler_trigger(clockid_t c, int64_t value, int blocked)
 {
     __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
     /* seqlock writer: the odd sequence must be visible before any field changes */
@@ -423,80 +421,7 @@ static void on_timer(int fd)
         /* a thread's counter overflowed: that thread's clock is the one to read */
         if (fd >= 0 && fd < HK_EVENT_FDS && S.fd_clock[fd]) c = S.fd_clock[fd];
     }
-    trigger(c, clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1, 0);
-}
-
-/* cpu mode's default clock: a worker that paces itself on CPU time.
- * Ticks must fall at even steps of the program's CPU time, not of wall time:
- * a wall tick during a sleep would hand the sleeping method the CPU that ran
- * before it. So the worker reads the CPU clock of the thread that ran the last
- * sample, triggers when it has used a whole period since the last tick, and
- * otherwise waits for as long as the rest of the period would take at full
- * speed (a thread can use no more CPU than wall time). While that thread is
- * running, the tick lands within a few µs of the period's end; while it
- * sleeps, the worker looks every quarter period. When another thread holds
- * the GVL, a period of the other threads' CPU since the last tick triggers the job,
- * which then runs on that thread and makes it the one watched. The reads are
- * system calls, made on the worker, not on the profiled thread. */
-/* CPU used by the process's threads other than the watched one and this worker.
- * The watched thread's clock was just read, which brings its share of the
- * process clock up to date; other running threads' shares are as of the
- * scheduler's last tick. */
-static int64_t others_cpu(int64_t watched)
-{
-    return hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - (watched > 0 ? watched : 0) - hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-}
-
-static long cpu_pace(void)
-{
-    hk_pacer *p = &S.pacer;
-    clockid_t c = __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED);
-    struct timespec ts;
-    int64_t wall = hk_clock_ns(CLOCK_MONOTONIC);
-    int64_t cpu = clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1;
-    /* a new thread to watch (or its clock went back: a reused thread id): its period starts now */
-    if (c != p->clock || cpu < 0 || p->base < 0 || cpu < p->base - S.period_ns) {
-        p->clock = c;
-        p->base = cpu;
-        p->others_base = -1; /* "others" now means other threads */
-    }
-    int running = p->prev_wall > 0 && cpu >= 0 && (cpu - p->prev_cpu) * 10 >= (wall - p->prev_wall) * 9;
-    int64_t used = cpu >= 0 ? cpu - p->base : 0;
-    /* While the watched thread is not running all the time, other threads may
-     * be (holding the GVL, or handing it back and forth with this one): their
-     * CPU since the last tick counts towards the period too. */
-    int64_t others = -1, used_all = used;
-    if (!running) {
-        others = others_cpu(cpu);
-        if (p->others_base < 0) p->others_base = others;
-        used_all += others - p->others_base;
-    }
-    int due = 0, blocked = 0, on_cpu = running;
-    if (used_all >= S.period_ns - S.period_ns / 16) {
-        /* On CPU right now? A second read moves only if the thread ran between
-         * the two. A period that ended while the watched thread is off CPU is
-         * due, but flagged: should the job land on it, that will be after the
-         * block, in the call that blocked, which is not where its CPU went. A
-         * tick up to 1/16 period early (the thread got slightly less CPU than
-         * wall time) saves a second wake-up. */
-        on_cpu = clock_gettime(c, &ts) == 0 && (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec > cpu;
-        due = on_cpu || used_all >= S.period_ns;
-        blocked = !on_cpu;
-    }
-    if (due) {
-        trigger(c, cpu, blocked);
-        /* the watched thread's period moves a whole period (the rate is kept)
-         * when it ran the period itself; otherwise it starts over here */
-        p->base = used >= S.period_ns - S.period_ns / 16 && used < 2 * S.period_ns ? p->base + S.period_ns : cpu;
-        p->others_base = others; /* -1 when not read: taken at the next look that needs it */
-        used = cpu >= 0 ? cpu - p->base : 0;
-        used_all = used;
-    }
-    p->prev_cpu = cpu;
-    p->prev_wall = wall;
-    int64_t wait = S.period_ns - used_all;
-    int64_t least = on_cpu ? 20000 : S.period_ns / 4;
-    return (long)(wait < least ? least : wait);
+    hk_sampler_trigger(c, clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1, 0);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -530,12 +455,6 @@ static void *nothing(void *arg) { return arg; }
 static void close_events(void)
 {
     for (size_t i = 0; i < S.nthreads; i++) close_event(&S.threads[i]);
-}
-
-static int start_pacer(char *err, size_t errlen)
-{
-    S.pacer = (hk_pacer){.clock = (clockid_t)-1, .base = -1, .others_base = -1};
-    return hk_timer_start_paced(cpu_pace, err, errlen);
 }
 
 /* cpu mode: a worker that only receives the per-thread counters' signals.
@@ -608,7 +527,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     /* HAKARI_CPU_CLOCK=perf: cpu mode ticks on each thread's own CPU time (README) */
     const char *how = getenv("HAKARI_CPU_CLOCK");
     if (cfg->mode == HK_MODE_CPU && how && strcmp(how, "perf") == 0 && start_events(err, errlen) == 0) return 0;
-    int rc = cfg->mode == HK_MODE_CPU ? start_pacer(err, errlen)
+    int rc = cfg->mode == HK_MODE_CPU ? hk_cpu_pacer_start(err, errlen)
                                       : hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen);
     if (rc < 0) {
         S.running = 0;

@@ -81,14 +81,14 @@ typedef struct hk_tick {
     volatile uint32_t seq; /* odd while being written */
     clockid_t clock;
     int64_t value;         /* ns, or -1 when the clock could not be read */
-    int blocked;           /* cpu mode: the thread was off CPU at the tick (sampler.c, cpu_pace) */
+    int blocked;           /* cpu mode: the thread was off CPU at the tick (cpu_pacer.c) */
 } hk_tick;
 
-/* cpu mode's paced worker (sampler.c, cpu_pace): the clock it watches and where its period began */
+/* cpu mode's paced worker (cpu_pacer.c): the clock it watches and where its period began */
 typedef struct hk_pacer {
     clockid_t clock;          /* the watched thread's CPU clock */
     int64_t base;             /* that clock at the start of the current period, or -1 */
-    int64_t others_base;      /* the other threads' CPU (sampler.c, others_cpu) at the last tick, or -1 */
+    int64_t others_base;      /* the other threads' CPU (cpu_pacer.c, others_cpu) at the last tick, or -1 */
     int64_t prev_cpu, prev_wall; /* the watched clock and the monotonic clock at the previous look */
 } hk_pacer;
 
@@ -159,6 +159,10 @@ extern hk_sampler hk_the_sampler;
 
 /* ctx: GVL. 0, or -1 with a message in err (already running, timer failure). */
 int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen);
+/* ctx: the timer's worker (signal handler or paced loop). Publishes a tick's
+ * clock reading to the job (seqlock) and triggers the job; blocked: the
+ * thread was off CPU at the tick (cpu_pacer.c). */
+void hk_sampler_trigger(clockid_t c, int64_t value, int blocked);
 /* ctx: GVL. Stops and returns the profile (NULL when not running or out of memory). */
 hk_profile *hk_sampler_stop(hk_sampler_stats *stats);
 /* ctx: GVL. The profile so far; with clear, samples start over (frames are kept). */
