@@ -35,9 +35,8 @@ static long cpu_pace(void)
 {
     hk_pacer *p = &S.pacer;
     clockid_t c = __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED);
-    struct timespec ts;
     int64_t wall = hk_clock_ns(CLOCK_MONOTONIC);
-    int64_t cpu = clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1;
+    int64_t cpu = hk_clock_ns(c);
     /* a new thread to watch (or its clock went back: a reused thread id): its period starts now */
     if (c != p->clock || cpu < 0 || p->base < 0 || cpu < p->base - S.period_ns) {
         p->clock = c;
@@ -63,7 +62,7 @@ static long cpu_pace(void)
          * block, in the call that blocked, which is not where its CPU went. A
          * tick up to 1/16 period early (the thread got slightly less CPU than
          * wall time) saves a second wake-up. */
-        on_cpu = clock_gettime(c, &ts) == 0 && (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec > cpu;
+        on_cpu = hk_clock_ns(c) > cpu;
         due = on_cpu || used_all >= S.period_ns;
         blocked = !on_cpu;
     }

@@ -80,9 +80,9 @@ static int native_tid(VALUE th)
 /* another thread's CPU time, through the clock Linux derives from its tid */
 static int other_thread_cpu_ns(int tid, int64_t *out)
 {
-    struct timespec ts;
-    if (tid <= 0 || clock_gettime(hk_thread_cpu_clock(tid), &ts) != 0) return -1;
-    *out = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    int64_t v = tid > 0 ? hk_clock_ns(hk_thread_cpu_clock(tid)) : -1;
+    if (v < 0) return -1;
+    *out = v;
     return 0;
 }
 
@@ -415,13 +415,12 @@ void hk_sampler_trigger(clockid_t c, int64_t value, int blocked)
  * on the worker thread, not on the profiled one. */
 static void on_timer(int fd)
 {
-    struct timespec ts;
     clockid_t c = __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED);
     if (S.use_events) {
         /* a thread's counter overflowed: that thread's clock is the one to read */
         if (fd >= 0 && fd < HK_EVENT_FDS && S.fd_clock[fd]) c = S.fd_clock[fd];
     }
-    hk_sampler_trigger(c, clock_gettime(c, &ts) == 0 ? (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec : -1, 0);
+    hk_sampler_trigger(c, hk_clock_ns(c), 0);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */

@@ -9,6 +9,8 @@
 #endif
 #include "timer.h"
 
+#include "clocks.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -138,9 +140,8 @@ static void paced_loop(void)
 
 static long long own_cpu_ns(void)
 {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    int64_t v = hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    return v < 0 ? 0 : v;
 }
 
 static void *run_worker(void);
@@ -287,9 +288,8 @@ long long hk_timer_cpu_ns(void)
     if (!T.started) return T.cpu_ns; /* joined: what it wrote as it exited */
 #ifdef HAVE_PTHREAD_GETCPUCLOCKID
     clockid_t c;
-    struct timespec ts;
-    if (pthread_getcpuclockid(T.thread, &c) == 0 && clock_gettime(c, &ts) == 0)
-        return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    int64_t v;
+    if (pthread_getcpuclockid(T.thread, &c) == 0 && (v = hk_clock_ns(c)) >= 0) return v;
 #endif
     return 0;
 }
