@@ -19,6 +19,24 @@ have_func("gettid", "unistd.h")
 have_func("pthread_getcpuclockid", "pthread.h")
 have_func("rb_class_attached_object", "ruby.h")
 
+# The control-frame stack walker (stack_walk.c) reads Ruby 3.1's private frame
+# layout. A layout has no symbol to probe, so this one check goes by the API
+# version; the two private symbols it calls must also link, and at run time it is
+# checked against rb_profile_frames at every start.
+vm_walk_src = <<~C
+  #include <ruby.h>
+  #include <ruby/version.h>
+  #if !(RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR == 1)
+  #error control-frame layout not known for this Ruby
+  #endif
+  extern __thread void *ruby_current_ec;
+  unsigned int rb_iseq_line_no(const void *iseq, size_t pos);
+  int main(void) { return ruby_current_ec != 0 && rb_iseq_line_no(0, 0) == 1; }
+C
+if ENV["HAKARI_STACK_WALK"] != "ruby" && checking_for("Ruby 3.1's control frames") { try_link(vm_walk_src) }
+  $defs << "-DHK_VM_LAYOUT_31"
+end
+
 # the gem's version, from its one source, for the profiles' comments
 require_relative "../../lib/hakari/version"
 $defs << %(-DHK_VERSION=\\"#{Hakari::VERSION}\\")

@@ -59,6 +59,8 @@ static void add_comments(hk_profile *p, const hk_sampler_stats *st)
     hk_profile_add_comment(p, line);
     snprintf(line, sizeof(line), "timer=%s", st->timer_kind);
     hk_profile_add_comment(p, line);
+    snprintf(line, sizeof(line), "stack_walk=%s", st->stack_walker ? st->stack_walker : "none");
+    hk_profile_add_comment(p, line);
 }
 
 hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)

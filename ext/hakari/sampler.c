@@ -27,6 +27,7 @@
 
 #include "cpu_events.h"
 #include "cpu_pacer.h"
+#include "stack_walk.h"
 #include "timer.h"
 
 hk_sampler hk_the_sampler;
@@ -357,7 +358,7 @@ static void take_sample(void)
 
     int max = S.cfg.max_depth;
     uint64_t w0 = cost_clock();
-    int n = rb_profile_frames(0, max + 1, S.frame_buf, S.line_buf);
+    int n = hk_stack_walk(S.frame_buf, S.line_buf, max + 1);
     S.stack_walk_time += cost_clock() - w0;
     if (n <= 0) { S.dropped_count++; return; }
     int truncated = n > max;
@@ -427,6 +428,7 @@ static void on_timer(int fd)
 
 static void free_tables(void)
 {
+    hk_stack_walk_stop();
     hk_u64_map_free(&S.frame_ids);
     hk_u64_map_free(&S.loc_ids);
     hk_pair_map_free(&S.frame_locs);
@@ -504,6 +506,11 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    if (hk_stack_walk_start(cfg->max_depth + 1) < 0) {
+        free_tables();
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     S.tick_target = CLOCK_MONOTONIC;
     S.period_ns = 1000000000LL / cfg->frequency;
     S.tick.clock = (clockid_t)-1; /* no tick yet */
@@ -557,6 +564,8 @@ static void fill_stats(hk_sampler_stats *st)
     st->thread_count = S.nseq;
     st->unique_frames = S.nframes - HK_SYNTHETIC_FRAMES;
     st->unique_stacks = hk_intern_count(&S.stacks);
+    st->stack_walker = hk_stack_walk_kind();
+    st->walk_mismatch_count = hk_stack_walk_mismatches();
     st->timer_kind = S.use_events ? "perf_event task-clock per thread" : hk_timer_kind();
     st->timer_cpu_ns = S.replaced_timer_cpu_ns + (uint64_t)hk_timer_cpu_ns();
 }
@@ -646,6 +655,7 @@ void hk_sampler_mark(void)
     /* rb_gc_mark (not _movable): frame VALUEs are hash keys, they must not move */
     for (size_t i = HK_SYNTHETIC_FRAMES; i < S.nframes; i++) rb_gc_mark(S.frame_values[i]);
     for (size_t i = 0; i < S.nthreads; i++) rb_gc_mark(S.threads[i].thread);
+    hk_stack_walk_mark();
 }
 
 size_t hk_sampler_memsize(void)
@@ -654,7 +664,8 @@ size_t hk_sampler_memsize(void)
            hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
            hk_intern_memsize(&S.agg) + S.frames_cap * sizeof(VALUE) + S.locs_cap * sizeof(uint64_t) +
            S.agg_cap * sizeof(hk_agg_row) + S.stack_rows_cap * sizeof(hk_stack_row) + S.raw_cap * sizeof(hk_raw_sample) +
-           S.threads_cap * sizeof(hk_thread) + 2 * (size_t)(S.cfg.max_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + 8);
+           S.threads_cap * sizeof(hk_thread) + 2 * (size_t)(S.cfg.max_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + 8) +
+           hk_stack_walk_memsize();
 }
 
 /* ctx: fork child. The timer thread did not survive fork: stop quietly; the

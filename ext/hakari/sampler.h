@@ -60,6 +60,8 @@ typedef struct hk_sampler_stats {
     uint64_t timer_cpu_ns;     /* CPU used by the timer's worker thread */
     uint64_t thread_count, unique_frames, unique_stacks;
     const char *timer_kind;
+    const char *stack_walker;      /* stack_walk.h: how the frames were read */
+    uint64_t walk_mismatch_count;  /* HAKARI_STACK_WALK=verify: samples whose two walks differed */
 } hk_sampler_stats;
 
 typedef struct hk_thread {

@@ -1,0 +1,338 @@
+/* stack_walk.c — the current thread's frames (see stack_walk.h).
+ *
+ * The control-frame walker reproduces rb_profile_frames (vm_backtrace.c):
+ * walking from the leaf to the root, a Ruby frame gives its method entry when
+ * that is an iseq method, else its iseq, and the line its pc is at; a C frame
+ * gives its method entry when that is a C function, and line 0; any other
+ * frame is skipped. It differs only in what it reads to get there:
+ *  - a method entry is known by its address once seen: the entries it has seen
+ *    are pinned (marked, never moved or freed), so an address it knows cannot
+ *    have come to mean another object;
+ *  - a line is looked up by pc: the iseqs it has read lines of are pinned, so
+ *    the instruction buffers their pcs point into stay alive and unique;
+ *  - a frame whose iseq, pc, kind and method entry equal those of the frame at
+ *    the same distance from the root in the previous sample takes that frame's
+ *    result without a lookup.
+ * A private layout cannot be probed the way a function can: this one is
+ * Ruby 3.1's (rb_control_frame_t and the leading fields of
+ * rb_execution_context_t in vm_core.h), compiled only for that API version
+ * (extconf.rb), and checked against rb_profile_frames at every start.
+ * Tables use malloc and grow only on a new method, iseq or pc.
+ */
+#include "stack_walk.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ruby/debug.h>
+
+#include "buf.h"
+#include "pair_map.h"
+
+static const char *kind = "rb_profile_frames";
+static uint64_t mismatches;
+
+#ifdef HK_VM_LAYOUT_31
+
+/* Ruby 3.1's rb_control_frame_t */
+typedef struct vm_frame {
+    const VALUE *pc;
+    VALUE *sp;
+    const void *iseq;
+    VALUE self;
+    const VALUE *ep;
+    const void *block_code;
+    VALUE *bp;
+    void *jit_return;
+} vm_frame;
+
+/* the leading fields of rb_execution_context_t */
+typedef struct vm_ec {
+    VALUE *vm_stack;
+    size_t vm_stack_size; /* in VALUEs; the control frames end where the stack does */
+    vm_frame *cfp;        /* the leaf frame */
+} vm_ec;
+
+extern __thread vm_ec *ruby_current_ec;          /* vm.c; exported by libruby */
+unsigned int rb_iseq_line_no(const void *iseq, size_t pos); /* iseq.c; exported */
+
+/* env data around ep (vm_core.h) */
+#define EP_ME_CREF (-2)
+#define EP_SPECVAL (-1)
+#define EP_FLAGS 0
+#define FRAME_FLAG_CFRAME 0x0080
+#define ENV_FLAG_LOCAL 0x0002
+/* imemo types (internal/imemo.h) and method types (method.h) */
+#define IMEMO_TYPE(v) ((RBASIC(v)->flags >> RUBY_FL_USHIFT) & 0x0f)
+#define IMEMO_SVAR 2
+#define IMEMO_MENT 6
+#define METHOD_TYPE_ISEQ 0
+#define METHOD_TYPE_CFUNC 1
+#define NO_ME_TYPE 0xff
+
+/* the result for one control frame, and what it was computed from: 32 bytes,
+ * two to a cache line. A pc points into the instruction buffer of one live
+ * (pinned) iseq, so the pc stands for the iseq too; C frames have none. */
+typedef struct memo {
+    const VALUE *pc;
+    VALUE me;          /* resolved method entry (pinned), or 0 */
+    VALUE frame;       /* 0: skipped */
+    int line;
+    uint8_t cframe;    /* a C frame */
+    uint8_t me_type;   /* the method type of me, or NO_ME_TYPE */
+} memo;
+
+static struct {
+    int enabled, verify;
+    hk_pair_map ments;   /* method entry VALUE -> method type + 1 */
+    VALUE *ment_list; size_t nments, ments_cap;
+    hk_pair_map iseqs;   /* pinned iseq -> 1 */
+    VALUE *iseq_list; size_t niseqs, iseqs_cap;
+    hk_pair_map lines;   /* pc -> line + 1 */
+    memo *memo; size_t memo_cap; /* by distance from the root */
+    VALUE *check_frames; int *check_lines; int check_cap; /* verify mode's second walk */
+} W;
+
+static int pin(hk_pair_map *m, VALUE **list, size_t *n, size_t *cap, VALUE v, uint32_t val)
+{
+    if (hk_array_grow((void **)list, cap, *n + 1, sizeof(VALUE)) < 0 || hk_pair_map_put(m, (uint64_t)v, 0, val) < 0)
+        return -1;
+    (*list)[(*n)++] = v;
+    return 0;
+}
+
+/* check_method_entry: the method entry v is or (an svar) holds. hint: the
+ * entry found at this depth in the previous sample (pinned), and its type.
+ * -1: out of memory. */
+static int method_entry(VALUE v, int can_be_svar, const memo *hint, VALUE *me, uint8_t *type)
+{
+    uint32_t t;
+    *me = 0;
+    *type = NO_ME_TYPE;
+    if (v == Qfalse) return 0;
+    if (hint && v == hint->me) {
+        *me = v;
+        *type = hint->me_type;
+        return 0;
+    }
+    if (hk_pair_map_get(&W.ments, (uint64_t)v, 0, &t)) {
+        *me = v;
+        *type = (uint8_t)(t - 1);
+        return 0;
+    }
+    switch (IMEMO_TYPE(v)) {
+    case IMEMO_MENT: {
+        /* rb_callable_method_entry_t: flags, defined_class, def; the definition's 4-bit type comes first */
+        const unsigned int *def = *(const unsigned int *const *)((const char *)v + 2 * sizeof(VALUE));
+        t = *def & 0x0f;
+        if (pin(&W.ments, &W.ment_list, &W.nments, &W.ments_cap, v, t + 1) < 0) return -1;
+        *me = v;
+        *type = (uint8_t)t;
+        return 0;
+    }
+    case IMEMO_SVAR: /* struct vm_svar: flags, cref_or_me, ... */
+        return can_be_svar ? method_entry(((const VALUE *)v)[1], 0, hint, me, type) : 0;
+    default:
+        return 0;
+    }
+}
+
+/* rb_vm_frame_method_entry */
+static int frame_method_entry(const VALUE *ep, const memo *hint, VALUE *me, uint8_t *type)
+{
+    while (!(ep[EP_FLAGS] & ENV_FLAG_LOCAL)) {
+        if (method_entry(ep[EP_ME_CREF], 0, hint, me, type) < 0) return -1;
+        if (*me) return 0;
+        ep = (const VALUE *)(ep[EP_SPECVAL] & ~(VALUE)3);
+    }
+    return method_entry(ep[EP_ME_CREF], 1, hint, me, type);
+}
+
+/* calc_lineno: the line of pc, from the cache or the iseq's line table */
+static int pc_line(const void *iseq, const VALUE *pc, int *line)
+{
+    uint32_t v;
+    if (hk_pair_map_get(&W.lines, (uint64_t)pc, 0, &v)) {
+        *line = (int)v - 1;
+        return 0;
+    }
+    if (!hk_pair_map_get(&W.iseqs, (uint64_t)iseq, 0, &v) &&
+        pin(&W.iseqs, &W.iseq_list, &W.niseqs, &W.iseqs_cap, (VALUE)iseq, 1) < 0)
+        return -1;
+    /* rb_iseq_struct: flags, wrapper, body; the body: type, iseq_size, iseq_encoded */
+    const char *body = *(const char *const *)((const char *)iseq + 2 * sizeof(VALUE));
+    const VALUE *encoded = *(const VALUE *const *)(body + 2 * sizeof(unsigned int));
+    size_t pos = (size_t)(pc - encoded);
+    if (pos) pos--; /* pc is past the instruction that runs */
+    *line = (int)rb_iseq_line_no(iseq, pos);
+    return hk_pair_map_put(&W.lines, (uint64_t)pc, 0, (uint32_t)*line + 1);
+}
+
+/* The frames are cold by the time the next sample comes: start loading every
+ * control frame and every memo entry at once, so the misses overlap instead of
+ * queueing one behind the other. */
+static void prefetch_frames(const vm_frame *cfp, const vm_frame *end, int limit)
+{
+    const vm_frame *stop = end - cfp > 2 * limit ? cfp + 2 * limit : end;
+    for (const vm_frame *f = cfp; f < stop; f++) {
+        __builtin_prefetch(f);
+        size_t depth = (size_t)(end - f) - 1;
+        if (depth < W.memo_cap) __builtin_prefetch(&W.memo[depth]);
+    }
+}
+
+/* -1: this sample needs rb_profile_frames (a frame being set up, out of memory) */
+static int vm_walk(VALUE *frames, int *lines, int limit)
+{
+    const vm_ec *ec = ruby_current_ec;
+    if (!ec) return -1;
+    const vm_frame *end = (const vm_frame *)(ec->vm_stack + ec->vm_stack_size);
+    prefetch_frames(ec->cfp, end, limit);
+    int n = 0;
+    for (const vm_frame *cfp = ec->cfp; n < limit && cfp < end; cfp++) {
+        /* the environment a few frames ahead: its flags and method entry are read next */
+        if (cfp + 4 < end) __builtin_prefetch(cfp[4].ep - 2);
+        size_t depth = (size_t)(end - cfp) - 1; /* from the root */
+        memo *m = depth < W.memo_cap ? &W.memo[depth] : NULL;
+        const VALUE *ep = cfp->ep;
+        uint8_t cframe = (ep[EP_FLAGS] & FRAME_FLAG_CFRAME) != 0;
+        /* a Ruby frame without a pc yet (being set up, or the top frame of a C
+         * extension's Init): its line comes from the iseq's type and first line */
+        if (!cframe && (!cfp->pc || !cfp->iseq)) return -1;
+        VALUE me;
+        uint8_t type;
+        if (frame_method_entry(ep, m && m->me ? m : NULL, &me, &type) < 0) return -1;
+        if (m && m->me == me && m->cframe == cframe && (cframe || m->pc == cfp->pc)) {
+            if (m->frame) {
+                frames[n] = m->frame;
+                lines[n++] = m->line;
+            }
+            continue;
+        }
+        VALUE frame = 0;
+        int line = 0;
+        if (!cframe) {
+            frame = me && type == METHOD_TYPE_ISEQ ? me : (VALUE)cfp->iseq;
+            if (pc_line(cfp->iseq, cfp->pc, &line) < 0) return -1;
+        } else if (me && type == METHOD_TYPE_CFUNC) {
+            frame = me;
+        }
+        if (m) *m = (memo){cframe ? NULL : cfp->pc, me, frame, line, cframe, type};
+        if (frame) {
+            frames[n] = frame;
+            lines[n++] = line;
+        }
+    }
+    return n;
+}
+
+static int same_walk(const VALUE *f1, const int *l1, int n1, const VALUE *f2, const int *l2, int n2)
+{
+    if (n1 != n2) return 0;
+    for (int i = 0; i < n1; i++)
+        if (f1[i] != f2[i] || l1[i] != l2[i]) return 0;
+    return 1;
+}
+
+int hk_stack_walk_start(int limit)
+{
+    hk_stack_walk_stop();
+    mismatches = 0;
+    const char *how = getenv("HAKARI_STACK_WALK");
+    W.verify = how && strcmp(how, "verify") == 0;
+    W.memo_cap = (size_t)limit * 2 + 64;
+    W.check_cap = limit;
+    W.memo = calloc(W.memo_cap, sizeof(*W.memo));
+    W.check_frames = malloc((size_t)limit * sizeof(VALUE));
+    W.check_lines = malloc((size_t)limit * sizeof(int));
+    if (!W.memo || !W.check_frames || !W.check_lines || hk_pair_map_reserve(&W.ments, 256) < 0 ||
+        hk_pair_map_reserve(&W.iseqs, 256) < 0 || hk_pair_map_reserve(&W.lines, 1024) < 0) {
+        hk_stack_walk_stop();
+        return -1;
+    }
+    if (how && strcmp(how, "ruby") == 0) {
+        kind = "rb_profile_frames (HAKARI_STACK_WALK=ruby)";
+        return 0;
+    }
+    /* the self-check: this very stack, both ways */
+    VALUE *f = malloc((size_t)limit * sizeof(VALUE));
+    int *l = malloc((size_t)limit * sizeof(int));
+    if (!f || !l) {
+        free(f);
+        free(l);
+        hk_stack_walk_stop();
+        return -1;
+    }
+    int n1 = vm_walk(f, l, limit);
+    int n2 = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
+    W.enabled = n1 > 0 && same_walk(f, l, n1, W.check_frames, W.check_lines, n2);
+    kind = W.enabled ? "vm control frames" : "rb_profile_frames (the control-frame walker failed its self-check)";
+    free(f);
+    free(l);
+    return 0;
+}
+
+int hk_stack_walk(VALUE *frames, int *lines, int limit)
+{
+    if (!W.enabled) return rb_profile_frames(0, limit, frames, lines);
+    int n = vm_walk(frames, lines, limit);
+    if (n < 0) {
+        memset(W.memo, 0, W.memo_cap * sizeof(*W.memo)); /* may be half-updated */
+        return rb_profile_frames(0, limit, frames, lines);
+    }
+    if (W.verify && limit <= W.check_cap) {
+        int m = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
+        if (!same_walk(frames, lines, n, W.check_frames, W.check_lines, m)) {
+            if (!mismatches++) fprintf(stderr, "hakari: HAKARI_STACK_WALK=verify: the walks differ (%d and %d frames)\n", n, m);
+            memcpy(frames, W.check_frames, (size_t)m * sizeof(VALUE));
+            memcpy(lines, W.check_lines, (size_t)m * sizeof(int));
+            return m;
+        }
+    }
+    return n;
+}
+
+void hk_stack_walk_stop(void)
+{
+    hk_pair_map_free(&W.ments);
+    hk_pair_map_free(&W.iseqs);
+    hk_pair_map_free(&W.lines);
+    free(W.ment_list);
+    free(W.iseq_list);
+    free(W.memo);
+    free(W.check_frames);
+    free(W.check_lines);
+    memset(&W, 0, sizeof(W));
+}
+
+void hk_stack_walk_mark(void)
+{
+    for (size_t i = 0; i < W.nments; i++) rb_gc_mark(W.ment_list[i]);
+    for (size_t i = 0; i < W.niseqs; i++) rb_gc_mark(W.iseq_list[i]);
+}
+
+size_t hk_stack_walk_memsize(void)
+{
+    return hk_pair_map_memsize(&W.ments) + hk_pair_map_memsize(&W.iseqs) + hk_pair_map_memsize(&W.lines) +
+           (W.ments_cap + W.iseqs_cap) * sizeof(VALUE) + W.memo_cap * sizeof(memo) +
+           (size_t)W.check_cap * (sizeof(VALUE) + sizeof(int));
+}
+
+#else /* no known control-frame layout: rb_profile_frames */
+
+int hk_stack_walk_start(int limit)
+{
+    (void)limit;
+    kind = "rb_profile_frames";
+    return 0;
+}
+int hk_stack_walk(VALUE *frames, int *lines, int limit) { return rb_profile_frames(0, limit, frames, lines); }
+void hk_stack_walk_stop(void) {}
+void hk_stack_walk_mark(void) {}
+size_t hk_stack_walk_memsize(void) { return 0; }
+
+#endif
+
+const char *hk_stack_walk_kind(void) { return kind; }
+uint64_t hk_stack_walk_mismatches(void) { return mismatches; }

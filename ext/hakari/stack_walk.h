@@ -1,0 +1,38 @@
+/* stack_walk.h — the current thread's frames and executing lines, as
+ * rb_profile_frames(0, limit, frames, lines) gives them, read in the way that
+ * costs the profiled thread least.
+ *
+ * Between two samples the program (and, in a VM, its neighbours) evicts from
+ * the cache everything rb_profile_frames touches: a method entry, its
+ * definition, the iseq, its body and its line table for every frame, one
+ * dependent miss after another. Where this Ruby's control-frame layout is
+ * known (stack_walk.c), the walker reads the control frames itself and
+ * resolves a frame only when it differs from the frame at the same depth in
+ * the previous sample; line numbers come from a cache keyed by the program
+ * counter. Elsewhere, or when its start-up self-check fails, it is
+ * rb_profile_frames. HAKARI_STACK_WALK=ruby forces rb_profile_frames;
+ * HAKARI_STACK_WALK=verify walks both ways every sample and counts the samples
+ * on which they differ (tests).
+ */
+#ifndef HK_STACK_WALK_H
+#define HK_STACK_WALK_H
+
+#include <ruby.h>
+#include <stdint.h>
+
+/* ctx: GVL, at sampler start. Chooses the walker (environment, self-check) and
+ * sizes its tables for stacks up to limit frames; 0, or -1 when out of memory. */
+int hk_stack_walk_start(int limit);
+/* ctx: GVL (the sampling job). Like rb_profile_frames(0, limit, frames, lines). */
+int hk_stack_walk(VALUE *frames, int *lines, int limit);
+/* ctx: GVL, at stop. Frees the tables; unpins what they held. */
+void hk_stack_walk_stop(void);
+/* ctx: GC mark phase. Pins the iseqs and method entries the caches are keyed on. */
+void hk_stack_walk_mark(void);
+size_t hk_stack_walk_memsize(void);
+/* "vm control frames", "rb_profile_frames", or why the fast walker is not used */
+const char *hk_stack_walk_kind(void);
+/* HAKARI_STACK_WALK=verify: samples whose two walks differed */
+uint64_t hk_stack_walk_mismatches(void);
+
+#endif

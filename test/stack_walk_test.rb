@@ -1,0 +1,50 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "json"
+require "open3"
+require "rbconfig"
+require "zlib"
+
+# The control-frame walker (stack_walk.c) must give exactly what
+# rb_profile_frames gives. HAKARI_STACK_WALK=verify walks both ways at every
+# sample and counts the samples on which they differ.
+class StackWalkTest < Minitest::Test
+  LIB = File.expand_path("../lib", __dir__)
+  WORKLOAD = File.expand_path("fixtures/walk_workload.rb", __dir__)
+
+  def run_workload(env, mode)
+    out, err, status = Open3.capture3({ "WALK_MODE" => mode }.merge(env), RbConfig.ruby, "-I", LIB, WORKLOAD)
+    assert status.success?, "workload failed: #{err}"
+    [JSON.parse(out.lines.last, symbolize_names: true), err]
+  end
+
+  def layout_known? = RUBY_VERSION.start_with?("3.1.")
+
+  def test_both_walks_agree_on_every_sample
+    %w[wall cpu].each do |mode|
+      counters, err = run_workload({ "HAKARI_STACK_WALK" => "verify" }, mode)
+      if layout_known?
+        assert_equal "vm control frames", counters[:stack_walker], "#{mode}: the walker passed its self-check"
+      end
+      assert_operator counters[:sample_count], :>, 1000, "#{mode}: enough samples to compare"
+      assert_equal 0, counters[:walk_mismatch_count], "#{mode}: #{err}"
+      refute_match(/walks differ/, err)
+    end
+  end
+
+  def test_ruby_walk_can_be_forced
+    counters, = run_workload({ "HAKARI_STACK_WALK" => "ruby" }, "wall")
+    assert_equal "rb_profile_frames (HAKARI_STACK_WALK=ruby)", counters[:stack_walker]
+    assert_equal 0, counters[:walk_mismatch_count]
+  end
+
+  def test_the_walker_is_named_in_counters_and_pprof_comments
+    skip_env = ENV.key?("HAKARI_STACK_WALK") # the suite may run under a forced walker
+    data = Hakari.start(mode: :wall) { Workloads.spin(0.01) }
+    walker = data[:stack_walker]
+    assert_equal(layout_known? ? "vm control frames" : "rb_profile_frames", walker) unless skip_env
+    pprof = Zlib.gunzip(data.encode(:pprof))
+    assert_includes pprof, "stack_walk=#{walker}"
+  end
+end
