@@ -312,7 +312,7 @@ static int64_t tick_weight(hk_thread *t, int *blocked)
 /* A sample comes every millisecond or so, and in between the program evicts
  * our data from the cache. Ask now for what this sample will most likely
  * touch — the previous sample's frames and ids, its stack's aggregation slot,
- * the thread it ran on — so those loads overlap with the stack walk instead of
+ * the thread it ran on, the worker's tick — so those loads overlap with the stack walk instead of
  * queueing after it. */
 static void prefetch_previous_sample(void)
 {
@@ -324,6 +324,7 @@ static void prefetch_previous_sample(void)
     }
     if (S.prev_stack >= 0 && (size_t)S.prev_stack < S.stack_rows_cap) __builtin_prefetch(&S.stack_rows[S.prev_stack]);
     if (S.last_thread < S.nthreads) __builtin_prefetch(&S.threads[S.last_thread]);
+    __builtin_prefetch((const void *)&S.tick);
 }
 
 /* The callback's cost is counted on the TSC where the kernel trusts it: four
@@ -347,20 +348,22 @@ static void take_sample(void)
         if (S.cfg.mode == HK_MODE_CPU) t->clock = hk_thread_cpu_clock(t->tid ? t->tid : (t->tid = hk_gettid()));
         t->has_clock = 1;
     }
+    int max = S.cfg.max_depth;
+    uint64_t w0 = cost_clock();
+    int n = hk_stack_walk(S.frame_buf, S.line_buf, max + 1);
+    S.stack_walk_time += cost_clock() - w0;
+    /* A stack that cannot be read loses no time: its weight goes to the next sample. */
+    if (n <= 0) { S.dropped_count++; return; }
     /* Weigh the sample up to the tick, not up to now: the time between the tick
      * and this safepoint (the rest of a long C call) belongs with the next
-     * sample, which is how each tick's period goes to the stack seen at it. */
+     * sample, which is how each tick's period goes to the stack seen at it.
+     * Read after the walk: the worker wrote the tick on its own core, and the
+     * line's trip here (prefetched at the start) overlaps with the walk. */
     int blocked = 0;
     int64_t weight = tick_weight(t, &blocked);
     /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
     if (S.cfg.mode == HK_MODE_CPU && __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED) != t->clock)
         __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED); /* written only on change: the worker reads it */
-
-    int max = S.cfg.max_depth;
-    uint64_t w0 = cost_clock();
-    int n = hk_stack_walk(S.frame_buf, S.line_buf, max + 1);
-    S.stack_walk_time += cost_clock() - w0;
-    if (n <= 0) { S.dropped_count++; return; }
     int truncated = n > max;
     if (truncated) n = max;
     int64_t stack = intern_current_stack(n, truncated);
