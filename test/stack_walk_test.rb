@@ -33,6 +33,12 @@ class StackWalkTest < Minitest::Test
     end
   end
 
+  def test_both_walks_agree_when_stacks_cross_max_depth
+    counters, err = run_workload({ "HAKARI_STACK_WALK" => "verify", "WALK_SCENARIO" => "excursions" }, "wall")
+    assert_operator counters[:sample_count], :>, 3000
+    assert_equal 0, counters[:walk_mismatch_count], err
+  end
+
   def test_ruby_walk_can_be_forced
     counters, = run_workload({ "HAKARI_STACK_WALK" => "ruby" }, "wall")
     assert_equal "rb_profile_frames (HAKARI_STACK_WALK=ruby)", counters[:stack_walker]

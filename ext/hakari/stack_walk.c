@@ -31,6 +31,7 @@
 #include "pair_map.h"
 
 static const char *kind = "rb_profile_frames";
+static uint64_t walks; /* across sessions: a mark from an earlier session is never trusted */
 static uint64_t mismatches;
 
 #ifdef HK_VM_LAYOUT_31
@@ -91,6 +92,9 @@ static struct {
     VALUE *iseq_list; size_t niseqs, iseqs_cap;
     hk_pair_map lines;   /* pc -> line + 1 */
     memo *memo; size_t memo_cap; /* by distance from the root */
+    int marks;           /* frames are marked (not under YJIT, nor with continuations) */
+    const vm_ec *run_ec; /* the stack of the previous walk */
+    uint64_t run_start;  /* marks at or after this were written in the current run */
     VALUE *check_frames; int *check_lines; int check_cap; /* verify mode's second walk */
 } W;
 
@@ -169,62 +173,117 @@ static int pc_line(const void *iseq, const VALUE *pc, int *line)
     return hk_pair_map_put(&W.lines, (uint64_t)pc, 0, (uint32_t)*line + 1);
 }
 
-/* The frames are cold by the time the next sample comes: start loading every
- * control frame and every memo entry at once, so the misses overlap instead of
- * queueing one behind the other. */
-static void prefetch_frames(const vm_frame *cfp, const vm_frame *end, int limit)
+/* The frames are cold by the time the next sample comes: loads for the control
+ * frames, their environments and memo entries are started PREFETCH_AHEAD
+ * frames before they are read, so the misses overlap instead of queueing one
+ * behind the other (a deeper window only fills the miss buffers). */
+#define PREFETCH_AHEAD 12
+
+static inline void prefetch_frame(const vm_frame *f, const vm_frame *end)
 {
-    const vm_frame *stop = end - cfp > 2 * limit ? cfp + 2 * limit : end;
-    for (const vm_frame *f = cfp; f < stop; f++) {
-        __builtin_prefetch(f);
-        size_t depth = (size_t)(end - f) - 1;
-        if (depth < W.memo_cap) __builtin_prefetch(&W.memo[depth]);
-    }
+    __builtin_prefetch(f);
+    size_t depth = (size_t)(end - f) - 1;
+    if (depth < W.memo_cap) __builtin_prefetch(&W.memo[depth]);
 }
 
-/* -1: this sample needs rb_profile_frames (a frame being set up, out of memory) */
+/* One control frame's result (frame 0: skipped), through its memo entry m
+ * (NULL past the memo's end). -1: this sample needs rb_profile_frames (a
+ * frame being set up, out of memory). */
+static int walk_frame(const vm_frame *cfp, memo *m, VALUE *frame_out, int *line_out)
+{
+    const VALUE *ep = cfp->ep;
+    uint8_t cframe = (ep[EP_FLAGS] & FRAME_FLAG_CFRAME) != 0;
+    /* a Ruby frame without a pc yet (being set up, or the top frame of a C
+     * extension's Init): its line comes from the iseq's type and first line */
+    if (!cframe && (!cfp->pc || !cfp->iseq)) return -1;
+    VALUE me;
+    uint8_t type;
+    if (frame_method_entry(ep, m && m->me ? m : NULL, &me, &type) < 0) return -1;
+    if (m && m->me == me && m->cframe == cframe && (cframe || m->pc == cfp->pc)) {
+        *frame_out = m->frame;
+        *line_out = m->line;
+        return 0;
+    }
+    VALUE frame = 0;
+    int line = 0;
+    if (!cframe) {
+        frame = me && type == METHOD_TYPE_ISEQ ? me : (VALUE)cfp->iseq;
+        if (pc_line(cfp->iseq, cfp->pc, &line) < 0) return -1;
+    } else if (me && type == METHOD_TYPE_CFUNC) {
+        frame = me;
+    }
+    if (m) *m = (memo){cframe ? NULL : cfp->pc, me, frame, line, cframe, type};
+    *frame_out = frame;
+    *line_out = line;
+    return 0;
+}
+
+/* Frames the walker has read carry the walk's number in their jit_return
+ * slot, which Ruby 3.1 reads only in YJIT's code and clears at every push
+ * (vm_push_frame). A frame still carrying a number from this run of samples
+ * of the same stack has not returned since: its callers have not run since
+ * the previous sample, so their results are the memo's. */
+static int trusted_mark(const vm_frame *cfp, size_t depth, uint64_t seq)
+{
+    uint64_t mark = (uint64_t)(uintptr_t)cfp->jit_return;
+    return W.marks && mark >= W.run_start && mark < seq && depth <= W.memo_cap;
+}
+
+/* -1: this sample needs rb_profile_frames */
 static int vm_walk(VALUE *frames, int *lines, int limit)
 {
     const vm_ec *ec = ruby_current_ec;
     if (!ec) return -1;
+    uint64_t seq = ++walks;
+    if (ec != W.run_ec) { /* another thread's or fiber's stack: marks and memo start over */
+        W.run_ec = ec;
+        W.run_start = seq;
+    }
     const vm_frame *end = (const vm_frame *)(ec->vm_stack + ec->vm_stack_size);
-    prefetch_frames(ec->cfp, end, limit);
+    for (const vm_frame *f = ec->cfp; f < end && f < ec->cfp + PREFETCH_AHEAD; f++) prefetch_frame(f, end);
     int n = 0;
-    for (const vm_frame *cfp = ec->cfp; n < limit && cfp < end; cfp++) {
-        /* the environment a few frames ahead: its flags and method entry are read next */
+    const vm_frame *cfp = ec->cfp;
+    for (; n < limit && cfp < end; cfp++) {
+        if (cfp + PREFETCH_AHEAD < end) prefetch_frame(cfp + PREFETCH_AHEAD, end);
+        /* the environment a few frames ahead (its control frame has arrived by now) */
         if (cfp + 4 < end) __builtin_prefetch(cfp[4].ep - 2);
         size_t depth = (size_t)(end - cfp) - 1; /* from the root */
-        memo *m = depth < W.memo_cap ? &W.memo[depth] : NULL;
-        const VALUE *ep = cfp->ep;
-        uint8_t cframe = (ep[EP_FLAGS] & FRAME_FLAG_CFRAME) != 0;
-        /* a Ruby frame without a pc yet (being set up, or the top frame of a C
-         * extension's Init): its line comes from the iseq's type and first line */
-        if (!cframe && (!cfp->pc || !cfp->iseq)) return -1;
-        VALUE me;
-        uint8_t type;
-        if (frame_method_entry(ep, m && m->me ? m : NULL, &me, &type) < 0) return -1;
-        if (m && m->me == me && m->cframe == cframe && (cframe || m->pc == cfp->pc)) {
-            if (m->frame) {
-                frames[n] = m->frame;
-                lines[n++] = m->line;
-            }
-            continue;
-        }
-        VALUE frame = 0;
-        int line = 0;
-        if (!cframe) {
-            frame = me && type == METHOD_TYPE_ISEQ ? me : (VALUE)cfp->iseq;
-            if (pc_line(cfp->iseq, cfp->pc, &line) < 0) return -1;
-        } else if (me && type == METHOD_TYPE_CFUNC) {
-            frame = me;
-        }
-        if (m) *m = (memo){cframe ? NULL : cfp->pc, me, frame, line, cframe, type};
+        int unchanged_below = trusted_mark(cfp, depth, seq);
+        VALUE frame;
+        int line;
+        if (walk_frame(cfp, depth < W.memo_cap ? &W.memo[depth] : NULL, &frame, &line) < 0) return -1;
         if (frame) {
             frames[n] = frame;
             lines[n++] = line;
         }
+        if (unchanged_below) {
+            /* this frame may have run since (its pc was read), its callers have not */
+            for (size_t d = depth; d-- > 0 && n < limit;) {
+                if (d >= PREFETCH_AHEAD) __builtin_prefetch(&W.memo[d - PREFETCH_AHEAD]);
+                if (W.memo[d].frame) {
+                    frames[n] = W.memo[d].frame;
+                    lines[n++] = W.memo[d].line;
+                }
+            }
+            return n;
+        }
+        if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
     }
+    /* cut at limit: the frames below were not read, their memo may be stale */
+    if (cfp < end) W.run_start = seq + 1;
     return n;
+}
+
+/* Marks go in a slot only YJIT reads, so not under YJIT; and a continuation
+ * (callcc) puts back frames, marks included, from the past. */
+static int frames_may_be_marked(void)
+{
+    if (rb_const_defined(rb_cObject, rb_intern("Continuation"))) return 0;
+    if (!rb_const_defined(rb_cObject, rb_intern("RubyVM"))) return 1;
+    VALUE vm = rb_const_get(rb_cObject, rb_intern("RubyVM"));
+    if (!rb_const_defined_at(vm, rb_intern("YJIT"))) return 1;
+    VALUE yjit = rb_const_get_at(vm, rb_intern("YJIT"));
+    return rb_respond_to(yjit, rb_intern("enabled?")) && !RTEST(rb_funcall(yjit, rb_intern("enabled?"), 0));
 }
 
 static int same_walk(const VALUE *f1, const int *l1, int n1, const VALUE *f2, const int *l2, int n2)
@@ -264,6 +323,9 @@ int hk_stack_walk_start(int limit)
         hk_stack_walk_stop();
         return -1;
     }
+    W.marks = frames_may_be_marked();
+    W.run_ec = NULL;
+    W.run_start = walks + 1;
     int n1 = vm_walk(f, l, limit);
     int n2 = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
     W.enabled = n1 > 0 && same_walk(f, l, n1, W.check_frames, W.check_lines, n2);
@@ -279,6 +341,7 @@ int hk_stack_walk(VALUE *frames, int *lines, int limit)
     int n = vm_walk(frames, lines, limit);
     if (n < 0) {
         memset(W.memo, 0, W.memo_cap * sizeof(*W.memo)); /* may be half-updated */
+        W.run_start = walks + 1; /* so no mark may vouch for it */
         return rb_profile_frames(0, limit, frames, lines);
     }
     if (W.verify && limit <= W.check_cap) {

@@ -122,6 +122,8 @@ module Hakari
             HAKARI_VERBOSE     1: sampling statistics on stderr
             HAKARI_CPU_CLOCK   perf: cpu mode ticks on a perf_event task-clock per thread instead of
                                the worker reading CPU clocks (as accurate; costlier in VMs)
+            HAKARI_STACK_WALK  ruby: read stacks with rb_profile_frames instead of the VM's control
+                               frames (Ruby 3.1); verify: both, counting samples where they differ
           Internal to the CLI: HAKARI_SESSION (its temporary directory: claim and result files),
           HAKARI_REPORT (leave the text report there), HAKARI_CLAIMED (standalone: the pid that profiles).
       TEXT
