@@ -19,13 +19,14 @@
 #
 #   ruby bench/overhead.rb        (after bench/build)
 # Env: HAKARI_BENCH_ROUNDS (interleaved rounds, default 301), HAKARI_BENCH_RUNS (fresh-process
-# rounds, default 11)
+# rounds, default 11), HAKARI_BENCH_PARTS (which parts to run: default "1,2,callback")
 
 require "json"
 require "rbconfig"
 
 LIB = File.expand_path("../lib", __dir__)
 RUNS = Integer(ENV.fetch("HAKARI_BENCH_RUNS", "11"))
+PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2,callback").split(",")
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "301"))
 SETUPS = %w[unprofiled hakari stackprof].freeze
 # part 1 also runs hakari at 250 Hz: stackprof's cpu mode gets only ~210 samples per CPU
@@ -33,6 +34,13 @@ SETUPS = %w[unprofiled hakari stackprof].freeze
 STEADY_SETUPS = (SETUPS + %w[hakari@250]).freeze
 WORKLOADS = %w[fib kramdown].freeze
 DEPTHS = [20, 200].freeze
+
+# CPU time the whole machine spent, and the hypervisor stole, in seconds (/proc/stat, USER_HZ ticks)
+def machine_cpu
+  v = File.read("/proc/stat")[/^cpu (.*)/, 1].split.map(&:to_i)
+  hz = 100.0
+  { busy: (v[0] + v[1] + v[2] + v[5] + v[6]) / hz, steal: v[7] / hz }
+end
 
 # ---- child side: one workload under one setup, prints one JSON line ----
 
@@ -166,9 +174,10 @@ end
 
 def child_callback(mode, depth)
   require "hakari"
+  s0 = machine_cpu
   p = Hakari.start(mode: mode.to_sym, frequency: 1000) { descend(depth, 1.0) }.to_h
   { ns: p[:sampling_time_ns].fdiv(p[:sampling_count]), walk_ns: p[:stack_walk_time_ns].fdiv(p[:sampling_count]),
-    samples: p[:sampling_count],
+    samples: p[:sampling_count], walker: p[:stack_walker], steal: machine_cpu[:steal] - s0[:steal],
     frames: p[:samples].max_by { |s| s[1] }[0].size } # depth of the heaviest stack
 end
 
@@ -184,8 +193,8 @@ end
 
 # ---- parent side ----
 
-def child(*args)
-  out = IO.popen([RbConfig.ruby, "-I", LIB, __FILE__, "--child", *args], &:read)
+def child(*args, env: {})
+  out = IO.popen(env, [RbConfig.ruby, "-I", LIB, __FILE__, "--child", *args], &:read)
   raise "child #{args.join(' ')} failed: #{out}" unless $?.success?
 
   JSON.parse(out.lines.last, symbolize_names: true)
@@ -198,12 +207,6 @@ def pct(ratio) = format("%+6.2f%%", 100.0 * (ratio - 1))
 # more than the 1% we look for. Runs of one round are close in time, so a slowdown is
 # judged on each round's own ratio (setup / unprofiled of the same round), and the
 # median of those ratios is reported with their interquartile range.
-# CPU time the whole machine spent, and the hypervisor stole, in seconds (/proc/stat, USER_HZ ticks)
-def machine_cpu
-  v = File.read("/proc/stat")[/^cpu (.*)/, 1].split.map(&:to_i)
-  hz = 100.0
-  { busy: (v[0] + v[1] + v[2] + v[5] + v[6]) / hz, steal: v[7] / hz }
-end
 
 def ratios(times, w, a, b, clock) = times[[w, a]].zip(times[[w, b]]).map { |x, y| x[clock] / y[clock] }
 def iqr(xs) = (s = xs.sort; format("%s..%s", pct(s[s.size / 4]), pct(s[(s.size * 3) / 4])).gsub(" ", ""))
@@ -239,60 +242,75 @@ def own_cpu = Process.times.then { |t| t.utime + t.stime + t.cutime + t.cstime }
 puts "overhead: ruby #{RUBY_VERSION}; cpu mode, 1000 Hz (stackprof: cpu, interval 1000 us)"
 
 # ---- part 1: interleaved in one process per workload ----
-m0 = machine_cpu
-t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-c0 = own_cpu
-times = {}
-WORKLOADS.each do |w|
-  child("interleaved", w, ROUNDS.to_s).each { |s, runs| times[[w, s.to_s]] = runs }
+if PARTS.include?("1")
+  m0 = machine_cpu
+  t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  c0 = own_cpu
+  times = {}
+  WORKLOADS.each do |w|
+    child("interleaved", w, ROUNDS.to_s).each { |s, runs| times[[w, s.to_s]] = runs }
+  end
+  note = load_note(m0, machine_cpu, Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, own_cpu - c0)
+  puts "\n1. steady state, interleaved: #{ROUNDS} rounds in one process per workload, every setup once per " \
+       "round in a rotating order;\n   fib(27), kramdown on a 40-section document, timed while the profiler runs"
+  print_table(times, ROUNDS, STEADY_SETUPS)
+  WORKLOADS.each do |w|
+    puts format("  %-9s start + stop (result built), median: hakari %.2f ms, stackprof %.2f ms", w,
+                1e3 * median(times[[w, "hakari"]].map { |t| t[:setup] }), 1e3 * median(times[[w, "stackprof"]].map { |t| t[:setup] }))
+  end
+  puts note
 end
-note = load_note(m0, machine_cpu, Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, own_cpu - c0)
-puts "\n1. steady state, interleaved: #{ROUNDS} rounds in one process per workload, every setup once per " \
-     "round in a rotating order;\n   fib(27), kramdown on a 40-section document, timed while the profiler runs"
-print_table(times, ROUNDS, STEADY_SETUPS)
-WORKLOADS.each do |w|
-  puts format("  %-9s start + stop (result built), median: hakari %.2f ms, stackprof %.2f ms", w,
-              1e3 * median(times[[w, "hakari"]].map { |t| t[:setup] }), 1e3 * median(times[[w, "stackprof"]].map { |t| t[:setup] }))
-end
-puts note
 
 # ---- part 2: a fresh process per run ----
-times = Hash.new { |h, k| h[k] = [] }
-m0 = machine_cpu
-t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-c0 = own_cpu
-RUNS.times do |r|
-  WORKLOADS.each do |w|
-    SETUPS.rotate(r).each { |s| times[[w, s]] << child(w, s) }
+if PARTS.include?("2")
+  times = Hash.new { |h, k| h[k] = [] }
+  m0 = machine_cpu
+  t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  c0 = own_cpu
+  RUNS.times do |r|
+    WORKLOADS.each do |w|
+      SETUPS.rotate(r).each { |s| times[[w, s]] << child(w, s) }
+    end
+    $stderr.print "\roverhead: round #{r + 1}/#{RUNS}" if $stderr.tty?
   end
-  $stderr.print "\roverhead: round #{r + 1}/#{RUNS}" if $stderr.tty?
+  $stderr.puts if $stderr.tty?
+  note = load_note(m0, machine_cpu, Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, own_cpu - c0)
+  puts "\n2. fresh processes: #{RUNS} rounds, each running every setup once in a new process; " \
+       "fib(35), kramdown on a 700-section document (~1 s each)"
+  print_table(times, RUNS)
+  puts note
 end
-$stderr.puts if $stderr.tty?
-note = load_note(m0, machine_cpu, Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0, own_cpu - c0)
-puts "\n2. fresh processes: #{RUNS} rounds, each running every setup once in a new process; " \
-     "fib(35), kramdown on a 700-section document (~1 s each)"
-print_table(times, RUNS)
-puts note
 
-# Reading a thread CPU clock is a system call in many VMs: print its price. In cpu mode
-# hakari's worker makes it, not the profiled thread (unless the job lands on a thread
-# other than the one the worker watched).
-$LOAD_PATH.unshift File.expand_path("ext/cwork", __dir__)
-require "cwork"
-puts format("\ntimer-thread floor: a bare C thread that only sleeps 1 ms at a time spends %.1f us of CPU per " \
-            "wake-up here,\n  %.1f %% of a core at 1000 Hz, whatever it sleeps on; hakari's worker pays that on the other core",
-            w = CWork.wake_cost_us(2000), w / 10)
-puts "\nsampling callback cost (1000 Hz, 1 s spinning at the bottom of the stack; median of 5 runs)"
-puts format("  (one clock_gettime here: CLOCK_THREAD_CPUTIME_ID %.0f ns, CLOCK_MONOTONIC %.0f ns)",
-            CWork.clock_cost_ns(Process::CLOCK_THREAD_CPUTIME_ID), CWork.clock_cost_ns(Process::CLOCK_MONOTONIC))
-%w[cpu wall].each do |mode|
-  DEPTHS.each do |d|
-    runs = Array.new(5) { child("callback", mode, d.to_s) }
-    c = runs.sort_by { |x| x[:ns] }[2]
-    puts format("  %-4s depth %3d (%3d frames): %5.0f ns per sample over %d samples (runs: %s ns)",
-                mode, d, c[:frames], c[:ns], c[:samples], runs.map { |x| x[:ns].round }.join(", "))
-    puts format("%31s of which Ruby's stack walk (rb_profile_frames) %.0f ns, hakari's own work %.0f ns", "",
-                c[:walk_ns], c[:ns] - c[:walk_ns])
+if PARTS.include?("callback")
+  # Reading a thread CPU clock is a system call in many VMs: print its price. In cpu mode
+  # hakari's worker makes it, not the profiled thread (unless the job lands on a thread
+  # other than the one the worker watched).
+  $LOAD_PATH.unshift File.expand_path("ext/cwork", __dir__)
+  require "cwork"
+  puts format("\ntimer-thread floor: a bare C thread that only sleeps 1 ms at a time spends %.1f us of CPU per " \
+              "wake-up here,\n  %.1f %% of a core at 1000 Hz, whatever it sleeps on; hakari's worker pays that on the other core",
+              w = CWork.wake_cost_us(2000), w / 10)
+  # The walker reads the VM's control frames where it knows their layout (Ruby 3.1); the
+  # second row of each pair forces rb_profile_frames, run alternately with the first so that
+  # both see the same spells of the VM's noise.
+  puts "\nsampling callback cost (1000 Hz, 1 s spinning at the bottom of the stack; median of 5 runs;"
+  puts "  each pair of rows run alternately, so both see the same noise; 'steal' is the CPU time the hypervisor took)"
+  puts format("  (one clock_gettime here: CLOCK_THREAD_CPUTIME_ID %.0f ns, CLOCK_MONOTONIC %.0f ns)",
+              CWork.clock_cost_ns(Process::CLOCK_THREAD_CPUTIME_ID), CWork.clock_cost_ns(Process::CLOCK_MONOTONIC))
+  WALKERS = { "default" => {}, "ruby" => { "HAKARI_STACK_WALK" => "ruby" } }.freeze
+  %w[cpu wall].each do |mode|
+    DEPTHS.each do |d|
+      runs = Hash.new { |h, k| h[k] = [] }
+      5.times { WALKERS.each { |name, env| runs[name] << child("callback", mode, d.to_s, env: env) } }
+      WALKERS.each_key do |name|
+        rs = runs[name]
+        c = rs.sort_by { |x| x[:ns] }[2]
+        puts format("  %-4s depth %3d (%3d frames), %-26s %5.0f ns per sample over %d samples (runs: %s ns; steal %.2f s)",
+                    mode, d, c[:frames], c[:walker][0, 26] + ":", c[:ns], c[:samples], rs.map { |x| x[:ns].round }.join(", "),
+                    rs.sum { |x| x[:steal] })
+        puts format("%31s of which reading the stack %.0f ns, hakari's own work %.0f ns", "", c[:walk_ns], c[:ns] - c[:walk_ns])
+      end
+    end
   end
+  puts "  (target: <= 1000 ns at depth 20)"
 end
-puts "  (target: <= 1000 ns at depth 20)"

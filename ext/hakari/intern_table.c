@@ -1,6 +1,7 @@
 /* intern_table.c — see intern_table.h. */
 #include "buf.h"
 #include "intern_table.h"
+#include "hot.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,7 @@ static int grow_index(hk_intern_table *t)
     return 0;
 }
 
-int64_t hk_intern_seq(hk_intern_table *t, const uint32_t *items, uint32_t n)
+HK_HOT int64_t hk_intern_seq(hk_intern_table *t, const uint32_t *items, uint32_t n)
 {
     if ((t->count + 1) * 2 > t->index_cap && grow_index(t) < 0) return -1;
     uint64_t h = hk_intern_hash(items, n);

@@ -1,5 +1,6 @@
 /* pair_map.c — see pair_map.h. */
 #include "pair_map.h"
+#include "hot.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ int hk_pair_map_reserve(hk_pair_map *m, size_t n)
     return 0;
 }
 
-int hk_pair_map_get(const hk_pair_map *m, uint64_t a, uint32_t b, uint32_t *out)
+HK_HOT int hk_pair_map_get(const hk_pair_map *m, uint64_t a, uint32_t b, uint32_t *out)
 {
     if (m->cap == 0) return 0;
     const hk_pair_entry *e = &m->slots[find(m, a, b)];

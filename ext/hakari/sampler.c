@@ -27,6 +27,7 @@
 
 #include "cpu_events.h"
 #include "cpu_pacer.h"
+#include "hot.h"
 #include "stack_walk.h"
 #include "timer.h"
 
@@ -188,7 +189,7 @@ static uint32_t location_id(uint32_t fid, int line)
 
 /* aggregation row for (stack, thread): the stack's last row is remembered by
  * stack id, which costs one memory access where interning the key costs three */
-static int64_t agg_row(uint32_t stack, uint32_t seq)
+HK_HOT static int64_t agg_row(uint32_t stack, uint32_t seq)
 {
     if (stack < S.stack_rows_cap && S.stack_rows[stack].seq == seq && S.stack_rows[stack].row)
         return (int64_t)S.stack_rows[stack].row - 1;
@@ -208,7 +209,7 @@ static int64_t agg_row(uint32_t stack, uint32_t seq)
     return id;
 }
 
-static int record(uint32_t stack, uint32_t seq, int64_t weight)
+HK_HOT static int record(uint32_t stack, uint32_t seq, int64_t weight)
 {
     if (!S.cfg.aggregate) {
         if (hk_array_grow((void **)&S.raw, &S.raw_cap, S.nraw + 1, sizeof(*S.raw)) < 0) return -1;
@@ -223,7 +224,7 @@ static int record(uint32_t stack, uint32_t seq, int64_t weight)
 }
 
 /* location id of (frame, executing line): one probe of frame_locs when seen before */
-static uint32_t frame_location(VALUE frame, int line)
+HK_HOT static uint32_t frame_location(VALUE frame, int line)
 {
     uint32_t lid;
     uint32_t l = (uint32_t)(line < 0 ? 0 : line);
@@ -237,7 +238,7 @@ static uint32_t frame_location(VALUE frame, int line)
 /* Location ids of frames [from, to) of the current sample; 0 or -1 (out of memory).
  * The program evicts our tables from the cache between samples: start every
  * frame's load first, so the misses overlap instead of queueing one by one. */
-static int resolve_locations(int from, int to)
+HK_HOT static int resolve_locations(int from, int to)
 {
     for (int i = from; i < to; i++)
         hk_pair_map_prefetch(&S.frame_locs, (uint64_t)S.frame_buf[i], (uint32_t)(S.line_buf[i] < 0 ? 0 : S.line_buf[i]));
@@ -253,7 +254,7 @@ static int resolve_locations(int from, int to)
  * to the previous sample's (same VALUE, same line) reuse its location ids, and
  * an identical stack reuses its stack id: the hash tables, whose lines the
  * program evicts from the cache between samples, are touched only for what changed. */
-static int64_t intern_current_stack(int n, int truncated)
+HK_HOT static int64_t intern_current_stack(int n, int truncated)
 {
     int k = 0;
     while (k < n && k < S.prev_n && S.frame_buf[n - 1 - k] == S.prev_frames[S.prev_n - 1 - k] &&
@@ -284,7 +285,7 @@ static int64_t intern_current_stack(int n, int truncated)
 
 /* The thread's clock at the latest tick, if the worker read this thread's
  * clock; else its clock now (cpu mode after another thread was sampled). */
-static int64_t clock_at_tick(hk_thread *t, int *blocked)
+HK_HOT static int64_t clock_at_tick(hk_thread *t, int *blocked)
 {
     uint32_t s1 = __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE);
     clockid_t c = S.tick.clock;
@@ -300,7 +301,7 @@ static int64_t clock_at_tick(hk_thread *t, int *blocked)
 }
 
 /* this thread's clock at the tick (the worker's reading when it read this thread's clock) */
-static int64_t tick_weight(hk_thread *t, int *blocked)
+HK_HOT static int64_t tick_weight(hk_thread *t, int *blocked)
 {
     int64_t now = clock_at_tick(t, blocked);
     int64_t weight = t->prev_clock < 0 ? S.period_ns : now - t->prev_clock;
@@ -314,7 +315,7 @@ static int64_t tick_weight(hk_thread *t, int *blocked)
  * touch — the previous sample's frames and ids, its stack's aggregation slot,
  * the thread it ran on, the worker's tick — so those loads overlap with the stack walk instead of
  * queueing after it. */
-static void prefetch_previous_sample(void)
+HK_HOT static void prefetch_previous_sample(void)
 {
     int n = S.prev_n;
     for (int i = 0; i < n; i += 64 / (int)sizeof(VALUE)) __builtin_prefetch(&S.prev_frames[i]);
@@ -332,7 +333,7 @@ static void prefetch_previous_sample(void)
  * a callback that should cost under a microsecond. Scaled to ns in fill_stats. */
 static inline uint64_t cost_clock(void) { return tsc_usable ? hk_tsc() : (uint64_t)hk_clock_ns(CLOCK_MONOTONIC); }
 
-static void take_sample(void)
+HK_HOT static void take_sample(void)
 {
     prefetch_previous_sample();
     VALUE th = rb_thread_current();
@@ -387,9 +388,12 @@ drop:
 }
 
 /* ctx: GVL (postponed job) */
-static void sample_job(void *arg)
+HK_HOT static void sample_job(void *arg)
 {
     (void)arg;
+    /* the sampler's own fields, which the job reads all over, left the cache
+     * since the last sample too: start loading all of them at once */
+    for (size_t off = 0; off < sizeof(S); off += 64) __builtin_prefetch((const char *)&S + off);
     if (!S.running || S.building) return;
     uint64_t t0 = cost_clock();
     take_sample();

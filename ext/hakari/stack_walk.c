@@ -28,6 +28,7 @@
 #include <ruby/debug.h>
 
 #include "buf.h"
+#include "hot.h"
 #include "pair_map.h"
 
 static const char *kind = "rb_profile_frames";
@@ -109,7 +110,7 @@ static int pin(hk_pair_map *m, VALUE **list, size_t *n, size_t *cap, VALUE v, ui
 /* check_method_entry: the method entry v is or (an svar) holds. hint: the
  * entry found at this depth in the previous sample (pinned), and its type.
  * -1: out of memory. */
-static int method_entry(VALUE v, int can_be_svar, const memo *hint, VALUE *me, uint8_t *type)
+HK_HOT static int method_entry(VALUE v, int can_be_svar, const memo *hint, VALUE *me, uint8_t *type)
 {
     uint32_t t;
     *me = 0;
@@ -143,7 +144,7 @@ static int method_entry(VALUE v, int can_be_svar, const memo *hint, VALUE *me, u
 }
 
 /* rb_vm_frame_method_entry */
-static int frame_method_entry(const VALUE *ep, const memo *hint, VALUE *me, uint8_t *type)
+HK_HOT static int frame_method_entry(const VALUE *ep, const memo *hint, VALUE *me, uint8_t *type)
 {
     while (!(ep[EP_FLAGS] & ENV_FLAG_LOCAL)) {
         if (method_entry(ep[EP_ME_CREF], 0, hint, me, type) < 0) return -1;
@@ -154,7 +155,7 @@ static int frame_method_entry(const VALUE *ep, const memo *hint, VALUE *me, uint
 }
 
 /* calc_lineno: the line of pc, from the cache or the iseq's line table */
-static int pc_line(const void *iseq, const VALUE *pc, int *line)
+HK_HOT static int pc_line(const void *iseq, const VALUE *pc, int *line)
 {
     uint32_t v;
     if (hk_pair_map_get(&W.lines, (uint64_t)pc, 0, &v)) {
@@ -189,7 +190,7 @@ static inline void prefetch_frame(const vm_frame *f, const vm_frame *end)
 /* One control frame's result (frame 0: skipped), through its memo entry m
  * (NULL past the memo's end). -1: this sample needs rb_profile_frames (a
  * frame being set up, out of memory). */
-static int walk_frame(const vm_frame *cfp, memo *m, VALUE *frame_out, int *line_out)
+HK_HOT static int walk_frame(const vm_frame *cfp, memo *m, VALUE *frame_out, int *line_out)
 {
     const VALUE *ep = cfp->ep;
     uint8_t cframe = (ep[EP_FLAGS] & FRAME_FLAG_CFRAME) != 0;
@@ -223,14 +224,14 @@ static int walk_frame(const vm_frame *cfp, memo *m, VALUE *frame_out, int *line_
  * (vm_push_frame). A frame still carrying a number from this run of samples
  * of the same stack has not returned since: its callers have not run since
  * the previous sample, so their results are the memo's. */
-static int trusted_mark(const vm_frame *cfp, size_t depth, uint64_t seq)
+HK_HOT static int trusted_mark(const vm_frame *cfp, size_t depth, uint64_t seq)
 {
     uint64_t mark = (uint64_t)(uintptr_t)cfp->jit_return;
     return W.marks && mark >= W.run_start && mark < seq && depth <= W.memo_cap;
 }
 
 /* -1: this sample needs rb_profile_frames */
-static int vm_walk(VALUE *frames, int *lines, int limit)
+HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit)
 {
     const vm_ec *ec = ruby_current_ec;
     if (!ec) return -1;
@@ -335,7 +336,7 @@ int hk_stack_walk_start(int limit)
     return 0;
 }
 
-int hk_stack_walk(VALUE *frames, int *lines, int limit)
+HK_HOT int hk_stack_walk(VALUE *frames, int *lines, int limit)
 {
     if (!W.enabled) return rb_profile_frames(0, limit, frames, lines);
     int n = vm_walk(frames, lines, limit);

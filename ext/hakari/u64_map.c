@@ -1,5 +1,6 @@
 /* u64_map.c — see u64_map.h. */
 #include "u64_map.h"
+#include "hot.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,7 @@ int hk_u64_map_reserve(hk_u64_map *m, size_t n)
     return cap == m->cap ? 0 : rehash(m, cap);
 }
 
-int hk_u64_map_get(const hk_u64_map *m, uint64_t key, uint32_t *out)
+HK_HOT int hk_u64_map_get(const hk_u64_map *m, uint64_t key, uint32_t *out)
 {
     if (m->cap == 0) return 0;
     size_t s = slot_of(m->keys, m->cap, key);
