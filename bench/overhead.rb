@@ -142,12 +142,14 @@ def steady_run(setup, work)
   s0 = mono.()
   start_profiler(setup)
   c0 = process_cpu
+  t0 = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
   w0 = mono.()
   work.call
   w1 = mono.()
+  t1 = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
   c1 = process_cpu
   stop_profiler(setup)
-  { wall: w1 - w0, cpu: c1 - c0, setup: mono.() - s0 - (w1 - w0) }
+  { wall: w1 - w0, thread: t1 - t0, cpu: c1 - c0, setup: mono.() - s0 - (w1 - w0) }
 end
 
 # every setup in one process: warm-up rounds, then `rounds` rounds in rotating order
@@ -211,20 +213,40 @@ def pct(ratio) = format("%+6.2f%%", 100.0 * (ratio - 1))
 def ratios(times, w, a, b, clock) = times[[w, a]].zip(times[[w, b]]).map { |x, y| x[clock] / y[clock] }
 def iqr(xs) = (s = xs.sort; format("%s..%s", pct(s[s.size / 4]), pct(s[(s.size * 3) / 4])).gsub(" ", ""))
 
+# 95 % confidence interval of a median, from the order statistics of the sorted sample
+def median_ci(xs)
+  s = xs.sort
+  half = 0.98 * Math.sqrt(s.size)
+  lo = [(s.size / 2.0 - half).floor, 0].max
+  hi = [(s.size / 2.0 + half).ceil, s.size - 1].min
+  format("%s..%s", pct(s[lo]), pct(s[hi])).gsub(" ", "")
+end
+
+# wall: the slowdown the target is about. thread CPU: the profiled thread's own CPU time,
+# which leaves out the time the hypervisor took the core away (steal), so it scatters less
+# (it leaves out the profiler's other threads too: those are in the process CPU column).
 def print_table(times, rounds, setups = SETUPS)
+  thread = times.values.first.first.key?(:thread)
   WORKLOADS.each do |w|
     puts "\n#{w}"
-    puts format("  %-11s %8s %17s   %-9s %-19s %s", "setup", "wall s", "wall min..max", "slowdown",
-                "(IQR over rounds)", "CPU-time slowdown")
+    puts format("  %-11s %8s %17s   %-8s %-17s %-17s %-8s %-17s %s", "setup", "wall s", "wall min..max", "slowdown",
+                "(IQR over rounds)", "(95% CI, median)", "thread", "(95% CI, median)", "process CPU")
     setups.each do |s|
       walls = times[[w, s]].map { |t| t[:wall] }
       wr = ratios(times, w, s, "unprofiled", :wall)
+      tr = thread ? ratios(times, w, s, "unprofiled", :thread) : nil
       cr = ratios(times, w, s, "unprofiled", :cpu)
-      puts format("  %-11s %8.4f %8.4f..%.4f   %-9s %-19s %s", s, median(walls), walls.min, walls.max,
-                  pct(median(wr)), "(#{iqr(wr)})", pct(median(cr)))
+      puts format("  %-11s %8.4f %8.4f..%.4f   %-8s %-17s %-17s %-8s %-17s %s", s, median(walls), walls.min, walls.max,
+                  pct(median(wr)), "(#{iqr(wr)})", "(#{median_ci(wr)})",
+                  tr ? pct(median(tr)) : "-", tr ? "(#{median_ci(tr)})" : "", pct(median(cr)))
     end
     hs = ratios(times, w, "hakari", "stackprof", :wall)
-    puts format("  hakari vs stackprof (wall): %s (IQR %s), %d rounds", pct(median(hs)), iqr(hs), rounds)
+    puts format("  hakari vs stackprof (wall): %s (IQR %s, 95%% CI %s), %d rounds", pct(median(hs)), iqr(hs),
+                median_ci(hs), rounds)
+    if thread
+      ht = ratios(times, w, "hakari", "stackprof", :thread)
+      puts format("  hakari vs stackprof (thread CPU): %s (95%% CI %s)", pct(median(ht)), median_ci(ht))
+    end
   end
   puts "  (target: hakari slowdown <= 1% and no more than stackprof's)"
 end
