@@ -39,6 +39,14 @@ class StackWalkTest < Minitest::Test
     assert_equal 0, counters[:walk_mismatch_count], err
   end
 
+  def test_both_walks_agree_when_continuations_put_frames_back
+    %w[wall cpu].each do |mode|
+      counters, err = run_workload({ "HAKARI_STACK_WALK" => "verify", "WALK_SCENARIO" => "callcc" }, mode)
+      assert_operator counters[:sample_count], :>, 1500, mode
+      assert_equal 0, counters[:walk_mismatch_count], "#{mode}: #{err}"
+    end
+  end
+
   def test_ruby_walk_can_be_forced
     counters, = run_workload({ "HAKARI_STACK_WALK" => "ruby" }, "wall")
     assert_equal "rb_profile_frames (HAKARI_STACK_WALK=ruby)", counters[:stack_walker]

@@ -253,6 +253,7 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit)
         VALUE frame;
         int line;
         if (walk_frame(cfp, depth < W.memo_cap ? &W.memo[depth] : NULL, &frame, &line) < 0) return -1;
+        if (unchanged_below) unchanged_below = trusted_mark(cfp, depth, seq); /* unless it just forgot the memo */
         if (frame) {
             frames[n] = frame;
             lines[n++] = line;
@@ -277,9 +278,12 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit)
 
 /* Marks go in a slot only YJIT reads, so not under YJIT; and a continuation
  * (callcc) puts back frames, marks included, from the past. */
+static ID id_continuation; /* interned at start: the job must not allocate */
+
 static int frames_may_be_marked(void)
 {
-    if (rb_const_defined(rb_cObject, rb_intern("Continuation"))) return 0;
+    id_continuation = rb_intern("Continuation");
+    if (rb_const_defined(rb_cObject, id_continuation)) return 0;
     if (!rb_const_defined(rb_cObject, rb_intern("RubyVM"))) return 1;
     VALUE vm = rb_const_get(rb_cObject, rb_intern("RubyVM"));
     if (!rb_const_defined_at(vm, rb_intern("YJIT"))) return 1;
@@ -336,19 +340,39 @@ int hk_stack_walk_start(int limit)
     return 0;
 }
 
+/* the memo may be wrong: no frame's mark may vouch for it */
+static void forget_memo(void)
+{
+    memset(W.memo, 0, W.memo_cap * sizeof(*W.memo));
+    W.run_start = walks + 1;
+}
+
+/* `require "continuation"` after start: from then on callcc can put back
+ * marked frames. Looked for every 64 walks (a constant lookup, ~50 ns); a
+ * continuation taken and resumed within those samples of the load is the
+ * window this leaves. */
+static void watch_for_continuations(void)
+{
+    if (rb_const_defined(rb_cObject, id_continuation)) {
+        W.marks = 0;
+        forget_memo();
+    }
+}
+
 HK_HOT int hk_stack_walk(VALUE *frames, int *lines, int limit)
 {
     if (!W.enabled) return rb_profile_frames(0, limit, frames, lines);
+    if (W.marks && !(walks & 63)) watch_for_continuations();
     int n = vm_walk(frames, lines, limit);
     if (n < 0) {
-        memset(W.memo, 0, W.memo_cap * sizeof(*W.memo)); /* may be half-updated */
-        W.run_start = walks + 1; /* so no mark may vouch for it */
+        forget_memo(); /* may be half-updated */
         return rb_profile_frames(0, limit, frames, lines);
     }
     if (W.verify && limit <= W.check_cap) {
         int m = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
         if (!same_walk(frames, lines, n, W.check_frames, W.check_lines, m)) {
             if (!mismatches++) fprintf(stderr, "hakari: HAKARI_STACK_WALK=verify: the walks differ (%d and %d frames)\n", n, m);
+            forget_memo(); /* one wrong result must not vouch for the next samples */
             memcpy(frames, W.check_frames, (size_t)m * sizeof(VALUE));
             memcpy(lines, W.check_lines, (size_t)m * sizeof(int));
             return m;
@@ -384,6 +408,7 @@ size_t hk_stack_walk_memsize(void)
 }
 
 #else /* no known control-frame layout: rb_profile_frames */
+
 
 int hk_stack_walk_start(int limit)
 {
