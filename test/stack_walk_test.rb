@@ -61,4 +61,17 @@ class StackWalkTest < Minitest::Test
     pprof = Zlib.gunzip(data.encode(:pprof))
     assert_includes pprof, "stack_walk=#{walker}"
   end
+
+  # The job runs at the thread's first safepoint after the tick, often inside a call made after
+  # it (here Process.clock_gettime, called in a loop): the worker reads the leaf frame at the
+  # tick, and such samples go to the frames that were running then (moved_count).
+  def test_samples_go_to_the_stack_running_at_the_tick
+    return unless layout_known? && !ENV.key?("HAKARI_STACK_WALK")
+
+    data = Hakari.start(mode: :cpu) { Workloads.spin(0.3) }
+    assert_operator data[:moved_count], :>, 0, "no sample was moved off a call made after its tick"
+    assert_operator data[:moved_count], :<, data[:sample_count]
+    sampled = data.samples.map { |frames, _| frames.map(&:first) }.reject { _1.first == "[unsampled]" }
+    sampled.each { |names| assert_includes names, "Workloads.spin" }
+  end
 end

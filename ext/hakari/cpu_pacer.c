@@ -55,19 +55,30 @@ static long cpu_pace(void)
         used_all += others - p->others_base;
     }
     int due = 0, blocked = 0, on_cpu = running;
+    int64_t at_tick = cpu;
+    hk_leaf leaf = {NULL, 0};
     if (used_all >= S.period_ns - S.period_ns / 16) {
         /* On CPU right now? A second read moves only if the thread ran between
          * the two. A period that ended while the watched thread is off CPU is
          * due, but flagged: should the job land on it, that will be after the
-         * block, in the call that blocked, which is not where its CPU went. A
-         * tick up to 1/16 period early (the thread got slightly less CPU than
-         * wall time) saves a second wake-up. */
-        on_cpu = hk_clock_ns(c) > cpu;
-        due = on_cpu || used_all >= S.period_ns;
-        blocked = !on_cpu;
+         * block, in the call that blocked, which is not where its CPU went.
+         * So is one that ends as the thread resumes, before which it used most
+         * of the period and then blocked. A tick up to 1/16 period early saves
+         * a second wake-up, but only while the thread runs all the time (it got
+         * slightly less CPU than wall time): early after a block, the job would
+         * land in the blocking call's return, with the CPU used before it. The
+         * thread's leaf frame is read between the two reads, and the tick is
+         * the second: a frame pushed after the leaf was read is one the period
+         * did not run in (stack_walk.h). */
+        leaf = hk_sampler_leaf_now();
+        int64_t again = hk_clock_ns(c);
+        on_cpu = again > cpu;
+        if (on_cpu) at_tick = again;
+        due = (on_cpu && running) || used_all >= S.period_ns;
+        blocked = !on_cpu || !running;
     }
     if (due) {
-        hk_sampler_trigger(c, cpu, blocked);
+        hk_sampler_trigger(c, at_tick, blocked, leaf);
         /* the watched thread's period moves a whole period (the rate is kept)
          * when it ran the period itself; otherwise it starts over here */
         p->base = used >= S.period_ns - S.period_ns / 16 && used < 2 * S.period_ns ? p->base + S.period_ns : cpu;

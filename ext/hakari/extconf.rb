@@ -16,6 +16,7 @@ have_func("rb_profile_frame_full_label", "ruby/debug.h")
 have_func("timer_create", "time.h")
 have_const("SIGEV_THREAD_ID", "signal.h")
 have_func("gettid", "unistd.h")
+have_func("process_vm_readv", "sys/uio.h") # the worker's fault-free read of a thread's leaf frame (stack_walk.h)
 have_func("pthread_getcpuclockid", "pthread.h")
 have_func("rb_class_attached_object", "ruby.h")
 

@@ -285,25 +285,27 @@ HK_HOT static int64_t intern_current_stack(int n, int truncated)
 
 /* The thread's clock at the latest tick, if the worker read this thread's
  * clock; else its clock now (cpu mode after another thread was sampled). */
-HK_HOT static int64_t clock_at_tick(hk_thread *t, int *blocked)
+HK_HOT static int64_t clock_at_tick(hk_thread *t, int *blocked, hk_leaf *leaf)
 {
     uint32_t s1 = __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE);
     clockid_t c = S.tick.clock;
     int64_t v = S.tick.value;
     int b = S.tick.blocked;
+    hk_leaf l = S.tick.leaf;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint32_t s2 = __atomic_load_n(&S.tick.seq, __ATOMIC_RELAXED);
     if (s1 == s2 && !(s1 & 1) && c == t->clock && v >= 0) {
         *blocked = b;
+        *leaf = l;
         return v;
     }
     return hk_clock_ns(t->clock);
 }
 
 /* this thread's clock at the tick (the worker's reading when it read this thread's clock) */
-HK_HOT static int64_t tick_weight(hk_thread *t, int *blocked)
+HK_HOT static int64_t tick_weight(hk_thread *t, int *blocked, hk_leaf *leaf)
 {
-    int64_t now = clock_at_tick(t, blocked);
+    int64_t now = clock_at_tick(t, blocked, leaf);
     int64_t weight = t->prev_clock < 0 ? S.period_ns : now - t->prev_clock;
     if (weight < 0) return 0;
     t->prev_clock = now;
@@ -361,23 +363,41 @@ HK_HOT static void take_sample(void)
      * Read after the walk: the worker wrote the tick on its own core, and the
      * line's trip here (prefetched at the start) overlaps with the walk. */
     int blocked = 0;
-    int64_t weight = tick_weight(t, &blocked);
+    hk_leaf leaf = {NULL, 0};
+    int64_t weight = tick_weight(t, &blocked, &leaf);
     /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
     if (S.cfg.mode == HK_MODE_CPU && __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED) != t->clock)
         __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED); /* written only on change: the worker reads it */
+    const void *slot = hk_stack_walk_leaf_slot();
+    if (__atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED) != slot) __atomic_store_n(&S.leaf_slot, slot, __ATOMIC_RELAXED);
+    /* the frames called after the tick did not run in its period (stack_walk.h) */
+    int late = leaf.cfp ? hk_stack_walk_pushed_since(leaf.slot, leaf.cfp) : 0;
     int truncated = n > max;
     if (truncated) n = max;
     int64_t stack = intern_current_stack(n, truncated);
     if (stack < 0) goto drop;
-    if (blocked && n > 1 && S.prev_lines[0] == 0) {
+    if (!late && blocked && n > 1 && S.prev_lines[0] == 0) {
         /* A tick the worker took with this thread off CPU: the period ended
          * shortly (the worker's wake-up latency) before the thread blocked, in
          * the code leading to the blocking call, and the job runs only after it.
          * The C method it blocked in (line 0: a cfunc) used next to no CPU, so
-         * the sample goes to its caller's stack. (intern_current_stack has
-         * moved this sample's ids to prev_locs.) */
-        stack = hk_intern_seq(&S.stacks, S.prev_locs + 1, (uint32_t)(n - 1 + truncated));
-        if (stack < 0) goto drop;
+         * the sample goes to its caller's stack. */
+        late = 1;
+    }
+    if (late > 0 && late < n) {
+        /* the same stack, cut the same way, as last time: a loop calling the same C method */
+        if (stack == S.cut_from && late == S.cut_late) {
+            stack = S.cut_to;
+        } else {
+            int64_t full = stack;
+            /* intern_current_stack has moved this sample's ids to prev_locs */
+            stack = hk_intern_seq(&S.stacks, S.prev_locs + late, (uint32_t)(n - late + truncated));
+            if (stack < 0) goto drop;
+            S.cut_from = full;
+            S.cut_late = late;
+            S.cut_to = stack;
+        }
+        S.moved_count++;
     }
     if (record((uint32_t)stack, t->seq, weight) < 0) goto drop;
     S.sample_count++;
@@ -401,7 +421,13 @@ HK_HOT static void sample_job(void *arg)
     S.sampling_time += cost_clock() - t0;
 }
 
-void hk_sampler_trigger(clockid_t c, int64_t value, int blocked)
+hk_leaf hk_sampler_leaf_now(void)
+{
+    const void *slot = __atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED);
+    return (hk_leaf){slot, hk_stack_walk_read_leaf(slot)};
+}
+
+void hk_sampler_trigger(clockid_t c, int64_t value, int blocked, hk_leaf leaf)
 {
     __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
     /* seqlock writer: the odd sequence must be visible before any field changes */
@@ -410,6 +436,7 @@ void hk_sampler_trigger(clockid_t c, int64_t value, int blocked)
     S.tick.clock = c;
     S.tick.value = value;
     S.tick.blocked = blocked;
+    S.tick.leaf = leaf;
     __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     rb_postponed_job_trigger(job_handle);
@@ -428,7 +455,8 @@ static void on_timer(int fd)
         /* a thread's counter overflowed: that thread's clock is the one to read */
         if (fd >= 0 && fd < HK_EVENT_FDS && S.fd_clock[fd]) c = S.fd_clock[fd];
     }
-    hk_sampler_trigger(c, hk_clock_ns(c), 0);
+    hk_leaf leaf = hk_sampler_leaf_now();
+    hk_sampler_trigger(c, hk_clock_ns(c), 0, leaf);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -505,6 +533,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.prev_lines = malloc(depth * sizeof(int));
     S.prev_locs = malloc(depth * sizeof(uint32_t));
     S.prev_stack = -1;
+    S.cut_from = -1;
     if (!S.frame_buf || !S.line_buf || !S.loc_buf || !S.prev_frames || !S.prev_lines || !S.prev_locs || frame_id(Qnil) != HK_FRAME_TRUNCATED ||
         frame_id(Qtrue) != HK_FRAME_UNSAMPLED ||
         hk_u64_map_reserve(&S.frame_ids, 256) < 0 || hk_u64_map_reserve(&S.loc_ids, 512) < 0 ||
@@ -562,6 +591,7 @@ static void fill_stats(hk_sampler_stats *st)
     st->sampling_count = S.sampling_count;
     st->sample_count = S.sample_count;
     st->dropped_count = S.dropped_count;
+    st->moved_count = S.moved_count;
     /* TSC ticks -> ns, calibrated against the monotonic clock since start */
     double scale = 1.0;
     uint64_t ticks = hk_tsc() - S.start_tsc;

@@ -55,6 +55,7 @@ typedef struct hk_sampler_stats {
     uint64_t sampling_count;   /* sampling callbacks that ran */
     uint64_t sample_count;     /* samples recorded */
     uint64_t dropped_count;    /* samples lost (no frames, out of memory) */
+    uint64_t moved_count;      /* samples given to the stack running at the tick, not to calls made after it */
     uint64_t sampling_time_ns; /* time spent inside the sampling callback */
     uint64_t stack_walk_time_ns; /* of which inside Ruby's rb_profile_frames */
     uint64_t timer_cpu_ns;     /* CPU used by the timer's worker thread */
@@ -76,6 +77,13 @@ typedef struct hk_thread {
 
 #define HK_EVENT_FDS 4096 /* descriptors below this map to their thread's clock for the handler */
 
+/* A thread's leaf control frame as the worker read it at a tick (stack_walk.h):
+ * where it is kept, and its value then (0: unknown). */
+typedef struct hk_leaf {
+    const void *slot;
+    uintptr_t cfp;
+} hk_leaf;
+
 /* The clock reading taken by the timer's worker at the tick (in its signal
  * handler or its paced loop), published to the job with a sequence lock (one
  * writer: the worker). */
@@ -84,6 +92,7 @@ typedef struct hk_tick {
     clockid_t clock;
     int64_t value;         /* ns, or -1 when the clock could not be read */
     int blocked;           /* cpu mode: the thread was off CPU at the tick (cpu_pacer.c) */
+    hk_leaf leaf;          /* the watched thread's leaf frame, read just before the clock */
 } hk_tick;
 
 /* cpu mode's paced worker (cpu_pacer.c): the clock it watches and where its period began */
@@ -116,6 +125,7 @@ typedef struct hk_sampler {
     uint32_t *prev_locs;
     int prev_n, prev_truncated;
     int64_t prev_stack;
+    int64_t cut_from, cut_to; int cut_late; /* the last stack cut to the frames running at its tick */
     hk_stack_row *stack_rows; size_t stack_rows_cap; /* stack id -> its last aggregation row */
     /* owned by the GVL */
     int running;
@@ -133,7 +143,7 @@ typedef struct hk_sampler {
     hk_thread *threads; size_t nthreads, threads_cap;
     uint32_t nseq;      /* threads that have been sampled */
     size_t last_thread; /* index of the previous sample's thread (checked before use) */
-    uint64_t sampling_count, sample_count, dropped_count;
+    uint64_t sampling_count, sample_count, dropped_count, moved_count;
     uint64_t sampling_time, stack_walk_time; /* in cost_clock units: TSC ticks or ns (sampler.c) */
     uint64_t start_tsc;
     uint64_t replaced_timer_cpu_ns; /* CPU of a worker that perf clocks' fallback replaced */
@@ -146,6 +156,7 @@ typedef struct hk_sampler {
     int use_events;           /* cpu mode driven by per-thread perf counters (else the paced worker) */
     clockid_t *fd_clock;      /* HK_EVENT_FDS entries: event fd -> thread CPU clock, read by the handler */
     clockid_t tick_target;    /* the clock the worker reads: the last sampled thread's (cpu), or monotonic */
+    const void *leaf_slot;    /* where the last sampled context keeps its leaf frame (hk_sampler_leaf_now) */
     /* written by the timer's worker, every tick: a cache
      * line of their own, so the profiled thread's reads of the fields above do
      * not bounce between cores (false sharing cost more than the stack walk) */
@@ -161,10 +172,13 @@ extern hk_sampler hk_the_sampler;
 
 /* ctx: GVL. 0, or -1 with a message in err (already running, timer failure). */
 int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen);
+/* ctx: the timer's worker. The last sampled thread's leaf frame now: read it
+ * before the clock reading the tick publishes. */
+hk_leaf hk_sampler_leaf_now(void);
 /* ctx: the timer's worker (signal handler or paced loop). Publishes a tick's
  * clock reading to the job (seqlock) and triggers the job; blocked: the
  * thread was off CPU at the tick (cpu_pacer.c). */
-void hk_sampler_trigger(clockid_t c, int64_t value, int blocked);
+void hk_sampler_trigger(clockid_t c, int64_t value, int blocked, hk_leaf leaf);
 /* ctx: GVL. Stops and returns the profile (NULL when not running or out of memory). */
 hk_profile *hk_sampler_stop(hk_sampler_stats *stats);
 /* ctx: GVL. The profile so far; with clear, samples start over (frames are kept). */

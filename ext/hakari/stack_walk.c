@@ -21,9 +21,12 @@
  */
 #include "stack_walk.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <ruby/debug.h>
 
@@ -407,8 +410,33 @@ size_t hk_stack_walk_memsize(void)
            (size_t)W.check_cap * (sizeof(VALUE) + sizeof(int));
 }
 
+const void *hk_stack_walk_leaf_slot(void)
+{
+    const vm_ec *ec = W.enabled ? ruby_current_ec : NULL;
+    return ec ? (const void *)&ec->cfp : NULL;
+}
+
+/* The frames returned by the last walk are in the memo, by depth: those
+ * deeper than the tick's leaf were pushed after it. The leaf value may be
+ * anything (read from a context since freed and reused): it is only compared,
+ * never followed. */
+HK_HOT int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf)
+{
+    const vm_ec *ec = ruby_current_ec;
+    if (!W.enabled || !ec || slot != (const void *)&ec->cfp) return 0;
+    uintptr_t now = (uintptr_t)ec->cfp, end = (uintptr_t)(ec->vm_stack + ec->vm_stack_size);
+    if (leaf <= now || leaf > end || (end - leaf) % sizeof(vm_frame)) return 0;
+    size_t depth_now = (end - now) / sizeof(vm_frame) - 1, depth_tick = (end - leaf) / sizeof(vm_frame) - 1;
+    if (depth_now >= W.memo_cap) return 0;
+    int pushed = 0;
+    for (size_t d = depth_tick + 1; d <= depth_now; d++) pushed += W.memo[d].frame != 0;
+    return pushed;
+}
+
 #else /* no known control-frame layout: rb_profile_frames */
 
+const void *hk_stack_walk_leaf_slot(void) { return NULL; }
+int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf) { (void)slot; (void)leaf; return 0; }
 
 int hk_stack_walk_start(int limit)
 {
@@ -422,6 +450,22 @@ void hk_stack_walk_mark(void) {}
 size_t hk_stack_walk_memsize(void) { return 0; }
 
 #endif
+
+uintptr_t hk_stack_walk_read_leaf(const void *slot)
+{
+#ifdef HAVE_PROCESS_VM_READV
+    static volatile int unavailable; /* seccomp or an old kernel: EPERM, ENOSYS */
+    if (!slot || unavailable) return 0;
+    uintptr_t leaf = 0;
+    struct iovec local = {&leaf, sizeof(leaf)}, remote = {(void *)slot, sizeof(leaf)};
+    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof(leaf)) return leaf;
+    if (errno == EPERM || errno == ENOSYS) unavailable = 1;
+    return 0;
+#else
+    (void)slot;
+    return 0;
+#endif
+}
 
 const char *hk_stack_walk_kind(void) { return kind; }
 uint64_t hk_stack_walk_mismatches(void) { return mismatches; }

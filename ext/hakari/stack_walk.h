@@ -25,6 +25,26 @@
 int hk_stack_walk_start(int limit);
 /* ctx: GVL (the sampling job). Like rb_profile_frames(0, limit, frames, lines). */
 int hk_stack_walk(VALUE *frames, int *lines, int limit);
+/* Where a sample's time belongs. A tick's period ends on the worker; the job
+ * runs at the thread's next safepoint, which may be inside a call made after
+ * the tick: typically the blocking call (sleep, read) that ends a stretch of
+ * work, whose safepoint on entry would otherwise collect the work before it.
+ * The worker reads the thread's leaf control frame pointer at the tick; the
+ * job drops the frames pushed since, which were not running at the tick. */
+
+/* ctx: GVL. The address where the running thread's (or fiber's) execution
+ * context keeps its leaf control frame pointer, for the worker to read at a
+ * tick; NULL without the control-frame walker. */
+const void *hk_stack_walk_leaf_slot(void);
+/* ctx: any thread, the worker's signal handler too. The pointer kept at slot,
+ * read by a system call so that a slot freed since (a thread or fiber
+ * collected) cannot fault; 0 when it cannot be read. */
+uintptr_t hk_stack_walk_read_leaf(const void *slot);
+/* ctx: GVL, right after hk_stack_walk. How many of the frames it returned,
+ * from the top, sit in control frames pushed since slot held leaf; 0 when
+ * slot is not the running context's or leaf is not in its stack. */
+int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf);
+
 /* ctx: GVL, at stop. Frees the tables; unpins what they held. */
 void hk_stack_walk_stop(void);
 /* ctx: GC mark phase. Pins the iseqs and method entries the caches are keyed on. */
