@@ -335,6 +335,22 @@ HK_HOT static void prefetch_previous_sample(void)
  * a callback that should cost under a microsecond. Scaled to ns in fill_stats. */
 static inline uint64_t cost_clock(void) { return tsc_usable ? hk_tsc() : (uint64_t)hk_clock_ns(CLOCK_MONOTONIC); }
 
+/* The interned stack without its top `late` frames, the ones called after the
+ * tick: the stack its period ran in. A loop calling the same C method cuts the
+ * same stack the same way every time, so the last cut is kept. -1: out of memory. */
+HK_HOT static int64_t cut_stack(int64_t stack, int n, int truncated, int late)
+{
+    if (stack == S.cut_from && late == S.cut_late) return S.cut_to;
+    /* intern_current_stack has moved this sample's ids to prev_locs */
+    int64_t cut = hk_intern_seq(&S.stacks, S.prev_locs + late, (uint32_t)(n - late + truncated));
+    if (cut >= 0) {
+        S.cut_from = stack;
+        S.cut_late = late;
+        S.cut_to = cut;
+    }
+    return cut;
+}
+
 HK_HOT static void take_sample(void)
 {
     prefetch_previous_sample();
@@ -385,18 +401,8 @@ HK_HOT static void take_sample(void)
         late = 1;
     }
     if (late > 0 && late < n) {
-        /* the same stack, cut the same way, as last time: a loop calling the same C method */
-        if (stack == S.cut_from && late == S.cut_late) {
-            stack = S.cut_to;
-        } else {
-            int64_t full = stack;
-            /* intern_current_stack has moved this sample's ids to prev_locs */
-            stack = hk_intern_seq(&S.stacks, S.prev_locs + late, (uint32_t)(n - late + truncated));
-            if (stack < 0) goto drop;
-            S.cut_from = full;
-            S.cut_late = late;
-            S.cut_to = stack;
-        }
+        stack = cut_stack(stack, n, truncated, late);
+        if (stack < 0) goto drop;
         S.moved_count++;
     }
     if (record((uint32_t)stack, t->seq, weight) < 0) goto drop;

@@ -279,10 +279,10 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit)
     return n;
 }
 
-/* Marks go in a slot only YJIT reads, so not under YJIT; and a continuation
- * (callcc) puts back frames, marks included, from the past. */
 static ID id_continuation; /* interned at start: the job must not allocate */
 
+/* Marks go in a slot only YJIT reads, so not under YJIT; and a continuation
+ * (callcc) puts back frames, marks included, from the past. */
 static int frames_may_be_marked(void)
 {
     id_continuation = rb_intern("Continuation");
