@@ -66,9 +66,22 @@ class TraceTest < Minitest::Test
     def self.mod_sleep = sleep(0.3)
   end
 
+  # Threads the test runner created but that have not run yet (minitest's
+  # executor) take their first turn at the first sleep that frees the GVL: the
+  # sleeping frame would then be switched out, its time wait (README). Let them
+  # reach the point where they block first.
+  def settle_other_threads
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 2
+    while Thread.list.any? { |t| t != Thread.current && t.status == "run" }
+      break if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      sleep 0.001
+    end
+  end
+
   def test_sleeping_methods_of_every_kind
     obj = Object.new
     def obj.single_sleep = sleep(0.1)
+    settle_other_threads
     data = Hakari.start(mode: :trace) do
       Sleeper.new.inst_sleep
       Sleeper.klass_sleep

@@ -20,25 +20,46 @@ static uint32_t rstring(hk_profile *p, VALUE s, const char *fallback)
     return hk_profile_string_n(p, RSTRING_PTR(s), (size_t)RSTRING_LEN(s));
 }
 
-/* function id for each frame id (index fid - 1) */
-static uint32_t *resolve_frames(const hk_sampler *s, hk_profile *p)
+static uint32_t resolve_frame(hk_profile *p, VALUE f)
 {
-    uint32_t *func_of = calloc(s->nframes + 1, sizeof(*func_of));
-    if (!func_of) return NULL;
-    static const char *synthetic[HK_SYNTHETIC_FRAMES] = {"[truncated]", "[unsampled]"};
-    for (size_t i = 0; i < HK_SYNTHETIC_FRAMES && i < s->nframes; i++)
-        func_of[i] = hk_profile_function(p, hk_profile_string(p, synthetic[i]), 0, hk_profile_string(p, "<hakari>"), 0);
-    for (size_t i = HK_SYNTHETIC_FRAMES; i < s->nframes; i++) {
-        VALUE f = s->frame_values[i];
-        VALUE label = rb_profile_frame_full_label(f);
-        VALUE path = rb_profile_frame_path(f);
-        VALUE line = rb_profile_frame_first_lineno(f);
-        uint32_t name = rstring(p, label, "(unknown)");
-        uint32_t file = rstring(p, path, "<cfunc>");
-        /* system_name stays empty: pprof "demangles" a name equal to its system name, eating "<main>" */
-        func_of[i] = hk_profile_function(p, name, 0, file, FIXNUM_P(line) ? FIX2LONG(line) : 0);
+    if (f == HK_FRAME_TRUNCATED || f == HK_FRAME_UNSAMPLED)
+        return hk_profile_function(p, hk_profile_string(p, f == HK_FRAME_TRUNCATED ? "[truncated]" : "[unsampled]"), 0,
+                                   hk_profile_string(p, "<hakari>"), 0);
+    VALUE label = rb_profile_frame_full_label(f);
+    VALUE path = rb_profile_frame_path(f);
+    VALUE line = rb_profile_frame_first_lineno(f);
+    uint32_t name = rstring(p, label, "(unknown)");
+    uint32_t file = rstring(p, path, "<cfunc>");
+    /* system_name stays empty: pprof "demangles" a name equal to its system name, eating "<main>" */
+    return hk_profile_function(p, name, 0, file, FIXNUM_P(line) ? FIX2LONG(line) : 0);
+}
+
+/* location id in p for each of the sampler's locations (index id - 1). The
+ * sampler keeps (frame, line) pairs only: each frame is resolved to a function
+ * here, once, however many lines it was seen at. 0 on failure. */
+static uint32_t *resolve_locations(const hk_sampler *s, hk_profile *p, hk_sampler_stats *st)
+{
+    uint32_t *loc_of = calloc(s->nlocs + 1, sizeof(*loc_of));
+    hk_u64_map func_of; /* frame VALUE -> function id */
+    hk_u64_map_init(&func_of);
+    if (!loc_of) return NULL;
+    st->unique_frames = 0;
+    for (size_t i = 0; i < s->nlocs; i++) {
+        VALUE f = s->locs[i].frame;
+        uint32_t func;
+        if (!hk_u64_map_get(&func_of, (uint64_t)f, &func)) {
+            func = resolve_frame(p, f);
+            if (hk_u64_map_put(&func_of, (uint64_t)f, func) < 0) {
+                free(loc_of);
+                loc_of = NULL;
+                break;
+            }
+            if (f != HK_FRAME_TRUNCATED && f != HK_FRAME_UNSAMPLED) st->unique_frames++;
+        }
+        loc_of[i] = hk_profile_location(p, func, s->locs[i].line);
     }
-    return func_of;
+    hk_u64_map_free(&func_of);
+    return loc_of;
 }
 
 static void add_comments(hk_profile *p, const hk_sampler_stats *st)
@@ -66,7 +87,8 @@ static void add_comments(hk_profile *p, const hk_sampler_stats *st)
 hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
 {
     hk_profile *p = hk_profile_new();
-    uint32_t *func_of = NULL, *loc_of = NULL, *locs = NULL;
+    uint32_t *loc_of = NULL, *locs = NULL;
+    uint8_t *seen = NULL; /* raw samples: stack ids met */
     if (!p) return NULL;
     const char *mode = st->mode == HK_MODE_CPU ? "cpu" : "wall";
     hk_profile_add_sample_type(p, "samples", "count");
@@ -78,37 +100,38 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     p->duration_nanos = st->duration_ns;
     add_comments(p, st);
 
-    func_of = resolve_frames(s, p);
-    loc_of = calloc(s->nlocs + 1, sizeof(*loc_of));
-    locs = malloc(((size_t)s->cfg.max_depth + 1) * sizeof(*locs));
-    if (!func_of || !loc_of || !locs) goto fail;
-    for (size_t i = 0; i < s->nlocs; i++) {
-        uint32_t fid = (uint32_t)(s->loc_keys[i] >> 32);
-        loc_of[i] = hk_profile_location(p, func_of[fid - 1], (int64_t)(uint32_t)s->loc_keys[i]);
-    }
+    loc_of = resolve_locations(s, p, st);
+    locs = malloc(((size_t)s->cfg.max_depth + 2) * sizeof(*locs));
+    if (!s->cfg.aggregate) seen = calloc(hk_intern_count(&s->stacks) + 1, 1);
+    if (!loc_of || !locs || (!s->cfg.aggregate && !seen)) goto fail;
 
     hk_label labels[2] = {{.key = hk_profile_string(p, "thread")},
                           {.key = hk_profile_string(p, "timestamp"),
                            .num_unit = hk_profile_string(p, "nanoseconds")}};
-    size_t n = s->cfg.aggregate ? hk_intern_count(&s->agg) : s->nraw;
+    /* with aggregate, a stack id is its row (sampler.h); rows never sampled are left out */
+    size_t n = s->cfg.aggregate ? hk_intern_count(&s->stacks) : s->nraw;
+    st->unique_stacks = 0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t stack, seq, nloc;
+        uint32_t stack, nkey;
         int64_t values[2];
         if (s->cfg.aggregate) {
-            const uint32_t *key = hk_intern_get(&s->agg, (uint32_t)i, &nloc);
-            stack = key[0];
-            seq = key[1];
+            if (i >= s->agg_cap || s->agg_rows[i].count == 0) continue;
+            stack = (uint32_t)i;
             values[0] = (int64_t)s->agg_rows[i].count;
             values[1] = s->agg_rows[i].weight;
+            st->unique_stacks++;
         } else {
             stack = s->raw[i].stack;
-            seq = s->raw[i].thread_seq;
             values[0] = 1;
             values[1] = s->raw[i].weight;
             labels[1].num = s->raw[i].time_ns;
+            if (!seen[stack]) st->unique_stacks++;
+            seen[stack] = 1;
         }
-        const uint32_t *sl = hk_intern_get(&s->stacks, stack, &nloc);
-        for (uint32_t j = 0; j < nloc; j++) locs[j] = loc_of[sl[j] - 1];
+        /* the key: location ids leaf first, then the thread's sequence number */
+        const uint32_t *key = hk_intern_get(&s->stacks, stack, &nkey);
+        uint32_t nloc = nkey - 1, seq = key[nloc];
+        for (uint32_t j = 0; j < nloc; j++) locs[j] = loc_of[key[j] - 1];
         /* Ruby 3.1 reports the top-level script twice: "<main>" at its line, then a
          * line-0 frame of the same function beneath it. Keep one. */
         if (nloc >= 2 && p->locations[locs[nloc - 1] - 1].line == 0 &&
@@ -118,14 +141,14 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
         hk_profile_add_sample(p, locs, nloc, values, labels, s->cfg.aggregate ? 1 : 2);
     }
     if (!hk_profile_ok(p)) goto fail;
-    free(func_of);
     free(loc_of);
     free(locs);
+    free(seen);
     return p;
 fail:
-    free(func_of);
     free(loc_of);
     free(locs);
+    free(seen);
     hk_profile_free(p);
     return NULL;
 }

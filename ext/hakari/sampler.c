@@ -66,6 +66,7 @@ static hk_thread *thread_add(VALUE th, int64_t prev_clock)
     t->has_clock = 0;
     t->tid = 0;
     t->event_fd = -1;
+    t->vm_thread = NULL;
     return t;
 }
 
@@ -162,77 +163,41 @@ static void thread_begin_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid
     }
 }
 
-/* ---- frames, locations, samples --------------------------------------- */
+/* ---- locations, samples ----------------------------------------------- */
 
-static uint32_t frame_id(VALUE frame)
-{
-    uint32_t id;
-    if (hk_u64_map_get(&S.frame_ids, (uint64_t)frame, &id)) return id;
-    if (hk_array_grow((void **)&S.frame_values, &S.frames_cap, S.nframes + 1, sizeof(VALUE)) < 0) return 0;
-    id = (uint32_t)S.nframes + 1;
-    if (hk_u64_map_put(&S.frame_ids, (uint64_t)frame, id) < 0) return 0;
-    S.frame_values[S.nframes++] = frame;
-    return id;
-}
-
-static uint32_t location_id(uint32_t fid, int line)
-{
-    uint64_t key = ((uint64_t)fid << 32) | (uint32_t)(line < 0 ? 0 : line);
-    uint32_t id;
-    if (hk_u64_map_get(&S.loc_ids, key, &id)) return id;
-    if (hk_array_grow((void **)&S.loc_keys, &S.locs_cap, S.nlocs + 1, sizeof(*S.loc_keys)) < 0) return 0;
-    id = (uint32_t)S.nlocs + 1;
-    if (hk_u64_map_put(&S.loc_ids, key, id) < 0) return 0;
-    S.loc_keys[S.nlocs++] = key;
-    return id;
-}
-
-/* aggregation row for (stack, thread): the stack's last row is remembered by
- * stack id, which costs one memory access where interning the key costs three */
-HK_HOT static int64_t agg_row(uint32_t stack, uint32_t seq)
-{
-    if (stack < S.stack_rows_cap && S.stack_rows[stack].seq == seq && S.stack_rows[stack].row)
-        return (int64_t)S.stack_rows[stack].row - 1;
-    uint32_t key[3] = {stack, seq, 0 /* label set: none yet */};
-    size_t before = hk_intern_count(&S.agg);
-    /* room for a new row first: a key interned without its row would be written past the end */
-    if (hk_array_grow((void **)&S.agg_rows, &S.agg_cap, before + 1, sizeof(*S.agg_rows)) < 0) return -1;
-    int64_t id = hk_intern_seq(&S.agg, key, 3);
-    if (id < 0) return -1;
-    if ((size_t)id == before) S.agg_rows[id] = (hk_agg_row){0, 0};
-    if (stack >= S.stack_rows_cap) {
-        size_t old = S.stack_rows_cap;
-        if (hk_array_grow((void **)&S.stack_rows, &S.stack_rows_cap, (size_t)stack + 1, sizeof(*S.stack_rows)) < 0) return id;
-        memset(S.stack_rows + old, 0, (S.stack_rows_cap - old) * sizeof(*S.stack_rows));
-    }
-    S.stack_rows[stack] = (hk_stack_row){seq, (uint32_t)id + 1};
-    return id;
-}
-
-HK_HOT static int record(uint32_t stack, uint32_t seq, int64_t weight)
-{
-    if (!S.cfg.aggregate) {
-        if (hk_array_grow((void **)&S.raw, &S.raw_cap, S.nraw + 1, sizeof(*S.raw)) < 0) return -1;
-        S.raw[S.nraw++] = (hk_raw_sample){stack, seq, weight, hk_clock_ns(CLOCK_REALTIME)};
-        return 0;
-    }
-    int64_t id = agg_row(stack, seq);
-    if (id < 0) return -1;
-    S.agg_rows[id].weight += weight;
-    S.agg_rows[id].count++;
-    return 0;
-}
-
-/* location id of (frame, executing line): one probe of frame_locs when seen before */
+/* location id of (frame, executing line): one probe of frame_locs when seen
+ * before. A new one only appends the pair: which locations share a frame is
+ * worked out when the profile is built, off the sampling path. 0: out of memory. */
 HK_HOT static uint32_t frame_location(VALUE frame, int line)
 {
     uint32_t lid;
     uint32_t l = (uint32_t)(line < 0 ? 0 : line);
     if (hk_pair_map_get(&S.frame_locs, (uint64_t)frame, l, &lid)) return lid;
-    uint32_t fid = frame_id(frame);
-    lid = fid ? location_id(fid, line) : 0;
-    if (lid && hk_pair_map_put(&S.frame_locs, (uint64_t)frame, l, lid) < 0) return 0;
+    if (S.nlocs >= UINT32_MAX - 1 || hk_array_grow((void **)&S.locs, &S.locs_cap, S.nlocs + 1, sizeof(*S.locs)) < 0)
+        return 0;
+    lid = (uint32_t)S.nlocs + 1;
+    if (hk_pair_map_put(&S.frame_locs, (uint64_t)frame, l, lid) < 0) return 0;
+    S.locs[S.nlocs++] = (hk_loc){frame, (int)l};
     return lid;
+}
+
+/* A stack id is its aggregation row: the thread is part of the stack's key
+ * (intern_current_stack), so a sample adds to one row it reaches by index. */
+HK_HOT static int record(uint32_t stack, int64_t weight)
+{
+    if (!S.cfg.aggregate) {
+        if (hk_array_grow((void **)&S.raw, &S.raw_cap, S.nraw + 1, sizeof(*S.raw)) < 0) return -1;
+        S.raw[S.nraw++] = (hk_raw_sample){stack, weight, hk_clock_ns(CLOCK_REALTIME)};
+        return 0;
+    }
+    if (stack >= S.agg_cap) {
+        size_t old = S.agg_cap;
+        if (hk_array_grow((void **)&S.agg_rows, &S.agg_cap, (size_t)stack + 1, sizeof(*S.agg_rows)) < 0) return -1;
+        memset(S.agg_rows + old, 0, (S.agg_cap - old) * sizeof(*S.agg_rows));
+    }
+    S.agg_rows[stack].weight += weight;
+    S.agg_rows[stack].count++;
+    return 0;
 }
 
 /* Location ids of frames [from, to) of the current sample; 0 or -1 (out of memory).
@@ -254,7 +219,7 @@ HK_HOT static int resolve_locations(int from, int to)
  * to the previous sample's (same VALUE, same line) reuse its location ids, and
  * an identical stack reuses its stack id: the hash tables, whose lines the
  * program evicts from the cache between samples, are touched only for what changed. */
-HK_HOT static int64_t intern_current_stack(int n, int truncated)
+HK_HOT static int64_t intern_current_stack(int n, int truncated, uint32_t seq)
 {
     int k = 0;
     while (k < n && k < S.prev_n && S.frame_buf[n - 1 - k] == S.prev_frames[S.prev_n - 1 - k] &&
@@ -265,12 +230,13 @@ HK_HOT static int64_t intern_current_stack(int n, int truncated)
     if (resolve_locations(0, n - k) < 0) return -1;
     /* the marker is written even when the stack repeats: the caller may read
      * this sample's ids back (take_sample, off-CPU ticks) */
-    if (truncated && !(S.loc_buf[n] = location_id(HK_FRAME_TRUNCATED, 0))) return -1;
+    if (truncated && !(S.loc_buf[n] = frame_location(HK_FRAME_TRUNCATED, 0))) return -1;
+    S.loc_buf[n + truncated] = seq; /* the key's last item: the thread (sampler.h) */
     int64_t stack;
-    if (k == n && n == S.prev_n && truncated == S.prev_truncated && S.prev_stack >= 0) {
+    if (k == n && n == S.prev_n && truncated == S.prev_truncated && seq == S.prev_seq && S.prev_stack >= 0) {
         stack = S.prev_stack;
     } else {
-        stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)(n + truncated));
+        stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)(n + truncated + 1));
         if (stack < 0) return -1;
     }
     /* this sample becomes the previous one: swap buffers rather than copy */
@@ -279,6 +245,7 @@ HK_HOT static int64_t intern_current_stack(int n, int truncated)
     uint32_t *c = S.prev_locs; S.prev_locs = S.loc_buf; S.loc_buf = c;
     S.prev_n = n;
     S.prev_truncated = truncated;
+    S.prev_seq = seq;
     S.prev_stack = stack;
     return stack;
 }
@@ -325,7 +292,7 @@ HK_HOT static void prefetch_previous_sample(void)
         __builtin_prefetch(&S.prev_lines[i]);
         __builtin_prefetch(&S.prev_locs[i]);
     }
-    if (S.prev_stack >= 0 && (size_t)S.prev_stack < S.stack_rows_cap) __builtin_prefetch(&S.stack_rows[S.prev_stack]);
+    if (S.prev_stack >= 0 && (size_t)S.prev_stack < S.agg_cap) __builtin_prefetch(&S.agg_rows[S.prev_stack]);
     if (S.last_thread < S.nthreads) __builtin_prefetch(&S.threads[S.last_thread]);
     __builtin_prefetch((const void *)&S.tick);
 }
@@ -341,8 +308,8 @@ static inline uint64_t cost_clock(void) { return tsc_usable ? hk_tsc() : (uint64
 HK_HOT static int64_t cut_stack(int64_t stack, int n, int truncated, int late)
 {
     if (stack == S.cut_from && late == S.cut_late) return S.cut_to;
-    /* intern_current_stack has moved this sample's ids to prev_locs */
-    int64_t cut = hk_intern_seq(&S.stacks, S.prev_locs + late, (uint32_t)(n - late + truncated));
+    /* intern_current_stack has moved this sample's key to prev_locs */
+    int64_t cut = hk_intern_seq(&S.stacks, S.prev_locs + late, (uint32_t)(n - late + truncated + 1));
     if (cut >= 0) {
         S.cut_from = stack;
         S.cut_late = late;
@@ -351,28 +318,40 @@ HK_HOT static int64_t cut_stack(int64_t stack, int n, int truncated, int late)
     return cut;
 }
 
-HK_HOT static void take_sample(void)
+/* The sampled thread: the previous sample's when the walk read a stack of the
+ * same VM thread, else looked up by Thread.current. NULL: out of memory. */
+HK_HOT static hk_thread *current_thread(void)
 {
-    prefetch_previous_sample();
+    const void *vm_thread = hk_stack_walk_thread();
+    if (vm_thread && S.last_thread < S.nthreads && S.threads[S.last_thread].vm_thread == vm_thread)
+        return &S.threads[S.last_thread];
     VALUE th = rb_thread_current();
-    /* the thread of the previous sample, or a lookup */
     hk_thread *t = S.last_thread < S.nthreads && S.threads[S.last_thread].thread == th ? &S.threads[S.last_thread]
                                                                                       : thread_find(th);
     if (!t) t = thread_add(th, -1);
-    if (!t) { S.dropped_count++; return; }
-    S.last_thread = (size_t)(t - S.threads);
+    if (!t) return NULL;
+    t->vm_thread = vm_thread;
     if (!t->seq) t->seq = ++S.nseq;
     if (!t->has_clock) {
         t->clock = CLOCK_MONOTONIC;
         if (S.cfg.mode == HK_MODE_CPU) t->clock = hk_thread_cpu_clock(t->tid ? t->tid : (t->tid = hk_gettid()));
         t->has_clock = 1;
     }
+    S.last_thread = (size_t)(t - S.threads);
+    return t;
+}
+
+HK_HOT static void take_sample(void)
+{
+    prefetch_previous_sample();
     int max = S.cfg.max_depth;
     uint64_t w0 = cost_clock();
     int n = hk_stack_walk(S.frame_buf, S.line_buf, max + 1);
     S.stack_walk_time += cost_clock() - w0;
     /* A stack that cannot be read loses no time: its weight goes to the next sample. */
     if (n <= 0) { S.dropped_count++; return; }
+    hk_thread *t = current_thread();
+    if (!t) { S.dropped_count++; return; }
     /* Weigh the sample up to the tick, not up to now: the time between the tick
      * and this safepoint (the rest of a long C call) belongs with the next
      * sample, which is how each tick's period goes to the stack seen at it.
@@ -390,7 +369,7 @@ HK_HOT static void take_sample(void)
     int late = leaf.cfp ? hk_stack_walk_pushed_since(leaf.slot, leaf.cfp) : 0;
     int truncated = n > max;
     if (truncated) n = max;
-    int64_t stack = intern_current_stack(n, truncated);
+    int64_t stack = intern_current_stack(n, truncated, t->seq);
     if (stack < 0) goto drop;
     if (!late && blocked && n > 1 && S.prev_lines[0] == 0) {
         /* A tick the worker took with this thread off CPU: the period ended
@@ -405,7 +384,7 @@ HK_HOT static void take_sample(void)
         if (stack < 0) goto drop;
         S.moved_count++;
     }
-    if (record((uint32_t)stack, t->seq, weight) < 0) goto drop;
+    if (record((uint32_t)stack, weight) < 0) goto drop;
     S.sample_count++;
     return;
 drop:
@@ -470,14 +449,10 @@ static void on_timer(int fd)
 static void free_tables(void)
 {
     hk_stack_walk_stop();
-    hk_u64_map_free(&S.frame_ids);
-    hk_u64_map_free(&S.loc_ids);
     hk_pair_map_free(&S.frame_locs);
     hk_u64_map_free(&S.thread_ids);
     hk_intern_free(&S.stacks);
-    hk_intern_free(&S.agg);
-    free(S.frame_values);
-    free(S.loc_keys);
+    free(S.locs);
     free(S.agg_rows);
     free(S.raw);
     free(S.threads);
@@ -488,7 +463,6 @@ static void free_tables(void)
     free(S.prev_lines);
     free(S.prev_locs);
     free(S.fd_clock);
-    free(S.stack_rows);
     memset(&S, 0, sizeof(S));
 }
 
@@ -540,9 +514,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.prev_locs = malloc(depth * sizeof(uint32_t));
     S.prev_stack = -1;
     S.cut_from = -1;
-    if (!S.frame_buf || !S.line_buf || !S.loc_buf || !S.prev_frames || !S.prev_lines || !S.prev_locs || frame_id(Qnil) != HK_FRAME_TRUNCATED ||
-        frame_id(Qtrue) != HK_FRAME_UNSAMPLED ||
-        hk_u64_map_reserve(&S.frame_ids, 256) < 0 || hk_u64_map_reserve(&S.loc_ids, 512) < 0 ||
+    if (!S.frame_buf || !S.line_buf || !S.loc_buf || !S.prev_frames || !S.prev_lines || !S.prev_locs ||
         hk_pair_map_reserve(&S.frame_locs, 512) < 0) {
         free_tables();
         snprintf(err, errlen, "out of memory");
@@ -605,8 +577,6 @@ static void fill_stats(hk_sampler_stats *st)
     st->sampling_time_ns = (uint64_t)((double)S.sampling_time * scale);
     st->stack_walk_time_ns = (uint64_t)((double)S.stack_walk_time * scale);
     st->thread_count = S.nseq;
-    st->unique_frames = S.nframes - HK_SYNTHETIC_FRAMES;
-    st->unique_stacks = hk_intern_count(&S.stacks);
     st->stack_walker = hk_stack_walk_kind();
     st->walk_mismatch_count = hk_stack_walk_mismatches();
     st->timer_kind = S.use_events ? "perf_event task-clock per thread" : hk_timer_kind();
@@ -643,18 +613,19 @@ static void take_tail_sample(void)
     int n = rb_profile_frames(0, max + 1 + HK_OWN_FRAMES, S.frame_buf, S.line_buf);
     int skip = own_frames_on_top(n);
     int m = 0;
-    S.loc_buf[m++] = location_id(HK_FRAME_UNSAMPLED, 0);
+    S.loc_buf[m++] = frame_location(HK_FRAME_UNSAMPLED, 0);
     for (int i = skip; i < n && m < max; i++) {
         uint32_t lid = frame_location(S.frame_buf[i], S.line_buf[i]);
         if (!lid) return;
         S.loc_buf[m++] = lid;
     }
     /* cut at max_depth like any sample: marked by its [truncated] root */
-    if (n - skip + 1 > max && !(S.loc_buf[m++] = location_id(HK_FRAME_TRUNCATED, 0))) return;
+    if (n - skip + 1 > max && !(S.loc_buf[m++] = frame_location(HK_FRAME_TRUNCATED, 0))) return;
     if (!t->seq) t->seq = ++S.nseq;
+    S.loc_buf[m++] = t->seq;
     S.prev_n = 0;
     int64_t stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)m);
-    if (stack >= 0 && record((uint32_t)stack, t->seq, weight) == 0) S.sample_count++;
+    if (stack >= 0 && record((uint32_t)stack, weight) == 0) S.sample_count++;
 }
 
 hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
@@ -684,8 +655,7 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
     hk_profile *p = hk_sampler_build_profile(&S, stats);
     S.building = 0;
     if (p && clear) {
-        hk_intern_clear(&S.agg);
-        if (S.stack_rows) memset(S.stack_rows, 0, S.stack_rows_cap * sizeof(*S.stack_rows));
+        if (S.agg_rows) memset(S.agg_rows, 0, S.agg_cap * sizeof(*S.agg_rows));
         S.nraw = 0;
     }
     return p;
@@ -696,17 +666,17 @@ int hk_sampler_running(void) { return S.running; }
 void hk_sampler_mark(void)
 {
     /* rb_gc_mark (not _movable): frame VALUEs are hash keys, they must not move */
-    for (size_t i = HK_SYNTHETIC_FRAMES; i < S.nframes; i++) rb_gc_mark(S.frame_values[i]);
+    /* a frame with several lines is marked once per line: cheaper than a set */
+    for (size_t i = 0; i < S.nlocs; i++)
+        if (!SPECIAL_CONST_P(S.locs[i].frame)) rb_gc_mark(S.locs[i].frame);
     for (size_t i = 0; i < S.nthreads; i++) rb_gc_mark(S.threads[i].thread);
     hk_stack_walk_mark();
 }
 
 size_t hk_sampler_memsize(void)
 {
-    return hk_u64_map_memsize(&S.frame_ids) + hk_u64_map_memsize(&S.loc_ids) + hk_pair_map_memsize(&S.frame_locs) +
-           hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
-           hk_intern_memsize(&S.agg) + S.frames_cap * sizeof(VALUE) + S.locs_cap * sizeof(uint64_t) +
-           S.agg_cap * sizeof(hk_agg_row) + S.stack_rows_cap * sizeof(hk_stack_row) + S.raw_cap * sizeof(hk_raw_sample) +
+    return hk_pair_map_memsize(&S.frame_locs) + hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
+           S.locs_cap * sizeof(hk_loc) + S.agg_cap * sizeof(hk_agg_row) + S.raw_cap * sizeof(hk_raw_sample) +
            S.threads_cap * sizeof(hk_thread) + 2 * (size_t)(S.cfg.max_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + 8) +
            hk_stack_walk_memsize();
 }

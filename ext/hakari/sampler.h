@@ -2,14 +2,14 @@
  * walks the current thread's stack and aggregates it as it goes.
  *
  * Data layout (all owned by the GVL: every reader and writer runs with it):
- *   frames      frame VALUE -> frame id (1-based; ids 1 and 2 are synthetic,
- *               see HK_FRAME_*); frame_values[id-1] keeps the VALUE for
- *               marking and name resolution;
- *   locations   (frame id << 32 | line) -> location id (1-based), loc_keys[id-1];
- *               frame_locs maps (frame VALUE, line) to it in one probe;
- *   stacks      interned location-id sequences, leaf first;
- *   agg         interned {stack id, thread seq, label set} -> agg_rows (summed weight, count);
- *   raw         with aggregate: false, one record per sample instead of agg;
+ *   locations   (frame VALUE, executing line) -> location id (1-based) in one
+ *               probe of frame_locs; locs[id-1] keeps the pair for marking and
+ *               for the names, which are resolved once per frame at build time;
+ *   stacks      interned sequences: location ids leaf first, then the thread's
+ *               sequence number, so a stack id is also its aggregation row;
+ *   agg_rows    by stack id: summed weight and count (count 0: never sampled,
+ *               e.g. a stack only interned to be cut, or cleared by a snapshot);
+ *   raw         with aggregate: false, one record per sample instead;
  *   threads     thread VALUE -> hk_thread (previous clock, sequence number).
  * Memory grows with unique frames, stacks and threads, not with run length.
  */
@@ -28,9 +28,8 @@
 typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1 } hk_mode;
 
 /* synthetic frames, keyed by special constants that no real frame can be */
-#define HK_FRAME_TRUNCATED 1  /* Qnil: root of a stack cut at max_depth */
-#define HK_FRAME_UNSAMPLED 2  /* Qtrue: leaf of the stop-time tail (see sampler.c) */
-#define HK_SYNTHETIC_FRAMES 2
+#define HK_FRAME_TRUNCATED Qnil  /* root of a stack cut at max_depth */
+#define HK_FRAME_UNSAMPLED Qtrue /* leaf of the stop-time tail (see sampler.c) */
 
 #define HK_MIN_FREQUENCY 1
 #define HK_MAX_FREQUENCY 10000
@@ -59,7 +58,8 @@ typedef struct hk_sampler_stats {
     uint64_t sampling_time_ns; /* time spent inside the sampling callback */
     uint64_t stack_walk_time_ns; /* of which inside Ruby's rb_profile_frames */
     uint64_t timer_cpu_ns;     /* CPU used by the timer's worker thread */
-    uint64_t thread_count, unique_frames, unique_stacks;
+    uint64_t thread_count;
+    uint64_t unique_frames, unique_stacks; /* set by hk_sampler_build_profile; stacks: (stack, thread) pairs sampled */
     const char *timer_kind;
     const char *stack_walker;      /* stack_walk.h: how the frames were read */
     uint64_t walk_mismatch_count;  /* HAKARI_STACK_WALK=verify: samples whose two walks differed */
@@ -73,6 +73,7 @@ typedef struct hk_thread {
     int has_clock;
     int tid;             /* native thread id (cpu mode, Linux), 0 if unknown */
     int event_fd;        /* its CPU-time sampling counter (cpu_events.h), or -1 */
+    const void *vm_thread; /* the VM's struct for it (hk_stack_walk_thread), once sampled */
 } hk_thread;
 
 #define HK_EVENT_FDS 4096 /* descriptors below this map to their thread's clock for the handler */
@@ -103,12 +104,12 @@ typedef struct hk_pacer {
     int64_t prev_cpu, prev_wall; /* the watched clock and the monotonic clock at the previous look */
 } hk_pacer;
 
-typedef struct hk_stack_row { uint32_t seq, row; /* row + 1; 0 = none */ } hk_stack_row;
+typedef struct hk_loc { VALUE frame; int line; } hk_loc;
 
 typedef struct hk_agg_row { int64_t weight; uint64_t count; } hk_agg_row; /* one cache line access per sample */
 
 typedef struct hk_raw_sample {
-    uint32_t stack, thread_seq;
+    uint32_t stack; /* its key holds the thread too */
     int64_t weight, time_ns;
 } hk_raw_sample;
 
@@ -124,20 +125,16 @@ typedef struct hk_sampler {
     int *prev_lines;
     uint32_t *prev_locs;
     int prev_n, prev_truncated;
+    uint32_t prev_seq;
     int64_t prev_stack;
     int64_t cut_from, cut_to; int cut_late; /* the last stack cut to the frames running at its tick */
-    hk_stack_row *stack_rows; size_t stack_rows_cap; /* stack id -> its last aggregation row */
     /* owned by the GVL */
     int running;
     int building;       /* a snapshot is reading the tables */
-    hk_u64_map frame_ids;
-    VALUE *frame_values; size_t nframes, frames_cap;
-    hk_u64_map loc_ids;
-    uint64_t *loc_keys; size_t nlocs, locs_cap;
     hk_pair_map frame_locs; /* (frame VALUE, line) -> location id: the per-sample lookup */
+    hk_loc *locs; size_t nlocs, locs_cap;
     hk_intern_table stacks;
-    hk_intern_table agg;
-    hk_agg_row *agg_rows; size_t agg_cap;
+    hk_agg_row *agg_rows; size_t agg_cap; /* by stack id; rows past agg_cap are all zero */
     hk_raw_sample *raw; size_t nraw, raw_cap;
     hk_u64_map thread_ids;
     hk_thread *threads; size_t nthreads, threads_cap;

@@ -57,6 +57,10 @@ typedef struct vm_ec {
     VALUE *vm_stack;
     size_t vm_stack_size; /* in VALUEs; the control frames end where the stack does */
     vm_frame *cfp;        /* the leaf frame */
+    void *tag, *protect_tag;
+    uint32_t interrupt_flag, interrupt_mask;
+    void *fiber_ptr;
+    const void *thread_ptr; /* the thread's rb_thread_t, which its Thread object wraps */
 } vm_ec;
 
 extern __thread vm_ec *ruby_current_ec;          /* vm.c; exported by libruby */
@@ -98,6 +102,8 @@ static struct {
     memo *memo; size_t memo_cap; /* by distance from the root */
     int marks;           /* frames are marked (not under YJIT, nor with continuations) */
     const vm_ec *run_ec; /* the stack of the previous walk */
+    const vm_ec *walked_ec; /* the context the last hk_stack_walk read, NULL when it fell back */
+    int thread_ptr_ok;   /* ec->thread_ptr was checked against Thread.current at start */
     uint64_t run_start;  /* marks at or after this were written in the current run */
     VALUE *check_frames; int *check_lines; int check_cap; /* verify mode's second walk */
 } W;
@@ -337,6 +343,9 @@ int hk_stack_walk_start(int limit)
     int n1 = vm_walk(f, l, limit);
     int n2 = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
     W.enabled = n1 > 0 && same_walk(f, l, n1, W.check_frames, W.check_lines, n2);
+    VALUE th = rb_thread_current();
+    W.thread_ptr_ok = W.enabled && RB_TYPE_P(th, T_DATA) && RTYPEDDATA_P(th) && ruby_current_ec &&
+                      ruby_current_ec->thread_ptr == RTYPEDDATA_DATA(th);
     kind = W.enabled ? "vm control frames" : "rb_profile_frames (the control-frame walker failed its self-check)";
     free(f);
     free(l);
@@ -364,9 +373,11 @@ static void watch_for_continuations(void)
 
 HK_HOT int hk_stack_walk(VALUE *frames, int *lines, int limit)
 {
+    W.walked_ec = NULL;
     if (!W.enabled) return rb_profile_frames(0, limit, frames, lines);
     if (W.marks && !(walks & 63)) watch_for_continuations();
     int n = vm_walk(frames, lines, limit);
+    if (n >= 0) W.walked_ec = W.run_ec;
     if (n < 0) {
         forget_memo(); /* may be half-updated */
         return rb_profile_frames(0, limit, frames, lines);
@@ -412,9 +423,10 @@ size_t hk_stack_walk_memsize(void)
 
 const void *hk_stack_walk_leaf_slot(void)
 {
-    const vm_ec *ec = W.enabled ? ruby_current_ec : NULL;
-    return ec ? (const void *)&ec->cfp : NULL;
+    return W.walked_ec ? (const void *)&W.walked_ec->cfp : NULL;
 }
+
+const void *hk_stack_walk_thread(void) { return W.walked_ec && W.thread_ptr_ok ? W.walked_ec->thread_ptr : NULL; }
 
 /* The frames returned by the last walk are in the memo, by depth: those
  * deeper than the tick's leaf were pushed after it. The leaf value may be
@@ -422,8 +434,8 @@ const void *hk_stack_walk_leaf_slot(void)
  * never followed. */
 HK_HOT int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf)
 {
-    const vm_ec *ec = ruby_current_ec;
-    if (!W.enabled || !ec || slot != (const void *)&ec->cfp) return 0;
+    const vm_ec *ec = W.walked_ec;
+    if (!ec || slot != (const void *)&ec->cfp) return 0;
     uintptr_t now = (uintptr_t)ec->cfp, end = (uintptr_t)(ec->vm_stack + ec->vm_stack_size);
     if (leaf <= now || leaf > end || (end - leaf) % sizeof(vm_frame)) return 0;
     size_t depth_now = (end - now) / sizeof(vm_frame) - 1, depth_tick = (end - leaf) / sizeof(vm_frame) - 1;
@@ -436,6 +448,7 @@ HK_HOT int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf)
 #else /* no known control-frame layout: rb_profile_frames */
 
 const void *hk_stack_walk_leaf_slot(void) { return NULL; }
+const void *hk_stack_walk_thread(void) { return NULL; }
 int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf) { (void)slot; (void)leaf; return 0; }
 
 int hk_stack_walk_start(int limit)

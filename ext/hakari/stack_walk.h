@@ -32,17 +32,22 @@ int hk_stack_walk(VALUE *frames, int *lines, int limit);
  * The worker reads the thread's leaf control frame pointer at the tick; the
  * job drops the frames pushed since, which were not running at the tick. */
 
-/* ctx: GVL. The address where the running thread's (or fiber's) execution
- * context keeps its leaf control frame pointer, for the worker to read at a
- * tick; NULL without the control-frame walker. */
+/* ctx: GVL, after hk_stack_walk. The address where the execution context
+ * it read (the running thread's or fiber's) keeps its leaf control frame
+ * pointer, for the worker to read at a tick; NULL when the walk was not the
+ * control-frame walker's. */
 const void *hk_stack_walk_leaf_slot(void);
+/* ctx: GVL, after hk_stack_walk. The VM's own struct of the thread whose
+ * stack it read (what Thread.current wraps), so the caller can tell the
+ * thread without another thread-local read; NULL when unknown. */
+const void *hk_stack_walk_thread(void);
 /* ctx: any thread, the worker's signal handler too. The pointer kept at slot,
  * read by a system call so that a slot freed since (a thread or fiber
  * collected) cannot fault; 0 when it cannot be read. */
 uintptr_t hk_stack_walk_read_leaf(const void *slot);
 /* ctx: GVL, right after hk_stack_walk. How many of the frames it returned,
  * from the top, sit in control frames pushed since slot held leaf; 0 when
- * slot is not the running context's or leaf is not in its stack. */
+ * slot is not the walked context's or leaf is not in its stack. */
 int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf);
 
 /* ctx: GVL, at stop. Frees the tables; unpins what they held. */
