@@ -56,9 +56,9 @@ int64_t hk_intern_find(const hk_intern_table *t, const uint32_t *items, uint32_t
     return t->index[s] ? (int64_t)t->index[s] - 1 : -1;
 }
 
-static int grow_index(hk_intern_table *t)
+/* a new index of cap slots (a power of two) holding every id */
+static int rehash(hk_intern_table *t, size_t cap)
 {
-    size_t cap = t->index_cap ? t->index_cap * 2 : 256;
     uint32_t *index = calloc(cap, sizeof(*index));
     if (!index) return -1;
     for (size_t id = 0; id < t->count; id++) {
@@ -70,6 +70,20 @@ static int grow_index(hk_intern_table *t)
     t->index = index;
     t->index_cap = cap;
     return 0;
+}
+
+static int grow_index(hk_intern_table *t) { return rehash(t, t->index_cap ? t->index_cap * 2 : 256); }
+
+int hk_intern_reserve(hk_intern_table *t, size_t seqs, size_t items)
+{
+    size_t cap = t->index_cap ? t->index_cap : 256;
+    while (cap < seqs * 2) {
+        if (cap > SIZE_MAX / 4) return -1;
+        cap *= 2;
+    }
+    if (cap != t->index_cap && rehash(t, cap) < 0) return -1;
+    if (hk_array_grow((void **)&t->entries, &t->entries_cap, seqs, sizeof(*t->entries)) < 0) return -1;
+    return hk_array_grow((void **)&t->pool, &t->pool_cap, items, sizeof(*t->pool));
 }
 
 HK_HOT int64_t hk_intern_seq(hk_intern_table *t, const uint32_t *items, uint32_t n)

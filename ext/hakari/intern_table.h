@@ -1,5 +1,5 @@
-/* intern_table.h — interns sequences of uint32 (stacks of location ids, or
- * aggregation keys such as {stack id, thread seq, label set}) into dense ids 0,1,2…
+/* intern_table.h — interns sequences of uint32 (the sampler's stacks: location
+ * ids, then the thread's sequence number; the tracer's paths) into dense ids 0,1,2…
  *
  * Layout: every distinct sequence is stored once, back to back, in `pool`;
  * `entries[id]` gives its offset, length and hash; `index` is an open-addressing
@@ -31,6 +31,12 @@ typedef struct hk_intern_table {
 void hk_intern_init(hk_intern_table *t);
 void hk_intern_free(hk_intern_table *t);
 void hk_intern_clear(hk_intern_table *t);
+/* Room for seqs sequences of items items in all, so that interning up to that
+ * much allocates nothing: for callers that must not call malloc at a bad time
+ * (the sampler's job: in a heap the program has fragmented, one realloc that
+ * consolidates glibc's free lists costs 50-250 µs). 0, or -1 when out of memory
+ * (the table stays usable, with whatever room it had). */
+int hk_intern_reserve(hk_intern_table *t, size_t seqs, size_t items);
 /* id of the sequence (existing or new), or -1 when out of memory / too large */
 int64_t hk_intern_seq(hk_intern_table *t, const uint32_t *items, uint32_t n);
 /* id if present, else -1; never allocates */

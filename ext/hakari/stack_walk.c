@@ -319,8 +319,12 @@ int hk_stack_walk_start(int limit)
     W.memo = calloc(W.memo_cap, sizeof(*W.memo));
     W.check_frames = malloc((size_t)limit * sizeof(VALUE));
     W.check_lines = malloc((size_t)limit * sizeof(int));
-    if (!W.memo || !W.check_frames || !W.check_lines || hk_pair_map_reserve(&W.ments, 256) < 0 ||
-        hk_pair_map_reserve(&W.iseqs, 256) < 0 || hk_pair_map_reserve(&W.lines, 1024) < 0) {
+    /* room for a program's worth of methods and lines before the job has to
+     * grow a table (a realloc in the program's heap can take 100 µs: sampler.c) */
+    if (!W.memo || !W.check_frames || !W.check_lines || hk_pair_map_reserve(&W.ments, 2048) < 0 ||
+        hk_pair_map_reserve(&W.iseqs, 2048) < 0 || hk_pair_map_reserve(&W.lines, 8192) < 0 ||
+        hk_array_grow((void **)&W.ment_list, &W.ments_cap, 2048, sizeof(VALUE)) < 0 ||
+        hk_array_grow((void **)&W.iseq_list, &W.iseqs_cap, 2048, sizeof(VALUE)) < 0) {
         hk_stack_walk_stop();
         return -1;
     }

@@ -143,6 +143,42 @@ static void test_failed_allocation_leaves_table(void)
     hk_intern_free(&t);
 }
 
+/* After a reserve, interning up to the reserved amount allocates nothing; past
+ * it the table grows as usual. A reserve that fails leaves the table usable. */
+static void test_reserve(void)
+{
+    hk_intern_table t;
+    hk_intern_init(&t);
+    uint32_t s[40], n, items = 0;
+    for (uint32_t i = 0; i < 1000; i++) items += make_seq(i, s);
+    CHECK_INT(hk_intern_reserve(&t, 1000, items), 0);
+    alloc_fail_at(0);
+    for (uint32_t i = 0; i < 1000; i++) {
+        n = make_seq(i, s);
+        CHECK_INT(hk_intern_seq(&t, s, n), i);
+    }
+    CHECK_INT(alloc_fail_count(), 0);
+    alloc_fail_done();
+    n = make_seq(1000, s);
+    CHECK_INT(hk_intern_seq(&t, s, n), 1000);
+    CHECK_INT(hk_intern_reserve(&t, 10, 10), 0); /* smaller than it has: nothing changes */
+    for (long nth = 0;; nth++) {
+        alloc_fail_at(nth);
+        int rc = hk_intern_reserve(&t, 50000, 1000000);
+        if (!alloc_fail_done()) {
+            CHECK_INT(rc, 0);
+            break;
+        }
+        CHECK_INT(rc, -1);
+        CHECK(nth < 10);
+    }
+    for (uint32_t i = 0; i <= 1000; i++) {
+        n = make_seq(i, s);
+        CHECK_INT(hk_intern_find(&t, s, n), i);
+    }
+    hk_intern_free(&t);
+}
+
 /* With only empty sequences interned the pool is still NULL: hk_intern_get
  * must not compute NULL + 0 (undefined behaviour; clang's UBSan aborts on it). (collapsed_encode reaches it for a profile whose
  * only non-zero samples have empty stacks.) */
@@ -167,5 +203,6 @@ int main(void)
     RUN(test_clear);
     RUN(test_failed_allocation_leaves_table);
     RUN(test_get_empty_sequence_null_pool);
+    RUN(test_reserve);
     return check_done();
 }
