@@ -22,7 +22,7 @@ static uint32_t rstring(hk_profile *p, VALUE s, const char *fallback)
 
 static uint32_t resolve_frame(hk_profile *p, VALUE f)
 {
-    if (f == HK_FRAME_TRUNCATED || f == HK_FRAME_UNSAMPLED)
+    if (HK_FRAME_SYNTHETIC_P(f))
         return hk_profile_function(p, hk_profile_string(p, f == HK_FRAME_TRUNCATED ? "[truncated]" : "[unsampled]"), 0,
                                    hk_profile_string(p, "<hakari>"), 0);
     VALUE label = rb_profile_frame_full_label(f);
@@ -36,7 +36,7 @@ static uint32_t resolve_frame(hk_profile *p, VALUE f)
 
 /* location id in p for each of the sampler's locations (index id - 1). The
  * sampler keeps (frame, line) pairs only: each frame is resolved to a function
- * here, once, however many lines it was seen at. 0 on failure. */
+ * here, once, however many lines it was seen at. NULL when out of memory. */
 static uint32_t *resolve_locations(const hk_sampler *s, hk_profile *p, hk_sampler_stats *st)
 {
     uint32_t *loc_of = calloc(s->nlocs + 1, sizeof(*loc_of));
@@ -54,7 +54,7 @@ static uint32_t *resolve_locations(const hk_sampler *s, hk_profile *p, hk_sample
                 loc_of = NULL;
                 break;
             }
-            if (f != HK_FRAME_TRUNCATED && f != HK_FRAME_UNSAMPLED) st->unique_frames++;
+            if (!HK_FRAME_SYNTHETIC_P(f)) st->unique_frames++;
         }
         loc_of[i] = hk_profile_location(p, func, s->locs[i].line);
     }

@@ -181,6 +181,15 @@ HK_HOT static uint32_t frame_location(VALUE frame, int line)
     return lid;
 }
 
+/* room for rows [0, need), the new ones zero (a row never sampled has count 0) */
+static int grow_agg_rows(size_t need)
+{
+    size_t old = S.agg_cap;
+    if (hk_array_grow((void **)&S.agg_rows, &S.agg_cap, need, sizeof(*S.agg_rows)) < 0) return -1;
+    memset(S.agg_rows + old, 0, (S.agg_cap - old) * sizeof(*S.agg_rows));
+    return 0;
+}
+
 /* A stack id is its aggregation row: the thread is part of the stack's key
  * (intern_current_stack), so a sample adds to one row it reaches by index. */
 HK_HOT static int record(uint32_t stack, int64_t weight)
@@ -190,11 +199,7 @@ HK_HOT static int record(uint32_t stack, int64_t weight)
         S.raw[S.nraw++] = (hk_raw_sample){stack, weight, hk_clock_ns(CLOCK_REALTIME)};
         return 0;
     }
-    if (stack >= S.agg_cap) {
-        size_t old = S.agg_cap;
-        if (hk_array_grow((void **)&S.agg_rows, &S.agg_cap, (size_t)stack + 1, sizeof(*S.agg_rows)) < 0) return -1;
-        memset(S.agg_rows + old, 0, (S.agg_cap - old) * sizeof(*S.agg_rows));
-    }
+    if (stack >= S.agg_cap && grow_agg_rows((size_t)stack + 1) < 0) return -1;
     S.agg_rows[stack].weight += weight;
     S.agg_rows[stack].count++;
     return 0;
@@ -515,9 +520,7 @@ static int reserve_tables(void)
         hk_intern_reserve(&S.stacks, RESERVED_STACKS, RESERVED_STACK_ITEMS) < 0)
         return -1;
     if (!S.cfg.aggregate) return hk_array_grow((void **)&S.raw, &S.raw_cap, RESERVED_STACKS, sizeof(*S.raw));
-    if (hk_array_grow((void **)&S.agg_rows, &S.agg_cap, RESERVED_STACKS, sizeof(*S.agg_rows)) < 0) return -1;
-    memset(S.agg_rows, 0, S.agg_cap * sizeof(*S.agg_rows)); /* rows past the last written are zero (sampler.h) */
-    return 0;
+    return grow_agg_rows(RESERVED_STACKS);
 }
 
 int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)

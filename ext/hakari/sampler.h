@@ -30,6 +30,7 @@ typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1 } hk_mode;
 /* synthetic frames, keyed by special constants that no real frame can be */
 #define HK_FRAME_TRUNCATED Qnil  /* root of a stack cut at max_depth */
 #define HK_FRAME_UNSAMPLED Qtrue /* leaf of the stop-time tail (see sampler.c) */
+#define HK_FRAME_SYNTHETIC_P(f) ((f) == HK_FRAME_TRUNCATED || (f) == HK_FRAME_UNSAMPLED)
 
 #define HK_MIN_FREQUENCY 1
 #define HK_MAX_FREQUENCY 10000
@@ -134,7 +135,7 @@ typedef struct hk_sampler {
     hk_pair_map frame_locs; /* (frame VALUE, line) -> location id: the per-sample lookup */
     hk_loc *locs; size_t nlocs, locs_cap;
     hk_intern_table stacks;
-    hk_agg_row *agg_rows; size_t agg_cap; /* by stack id; rows past agg_cap are all zero */
+    hk_agg_row *agg_rows; size_t agg_cap; /* by stack id; zeroed as they are allocated */
     hk_raw_sample *raw; size_t nraw, raw_cap;
     hk_u64_map thread_ids;
     hk_thread *threads; size_t nthreads, threads_cap;
