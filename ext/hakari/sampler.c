@@ -96,11 +96,14 @@ HK_HOT static int resolve_locations(int from, int to)
     return 0;
 }
 
-/* Consecutive samples share most of their stack from the root up. Frames equal
+/* The stack id of the current sample's n frames without the top `skip` (the
+ * ones called after its tick), or -1 when out of memory.
+ * Consecutive samples share most of their stack from the root up. Frames equal
  * to the previous sample's (same VALUE, same line) reuse its location ids, and
- * an identical stack reuses its stack id: the hash tables, whose lines the
- * program evicts from the cache between samples, are touched only for what changed. */
-HK_HOT static int64_t intern_current_stack(int n, int truncated, uint32_t seq)
+ * an identical stack with the same skip reuses its stack id: the hash tables,
+ * whose lines the program evicts from the cache between samples, are touched
+ * only for what changed. */
+HK_HOT static int64_t intern_current_stack(int n, int truncated, uint32_t seq, int skip)
 {
     int k = 0;
     while (k < n && k < S.prev_n && S.frame_buf[n - 1 - k] == S.prev_frames[S.prev_n - 1 - k] &&
@@ -109,15 +112,16 @@ HK_HOT static int64_t intern_current_stack(int n, int truncated, uint32_t seq)
         k++;
     }
     if (resolve_locations(0, n - k) < 0) return -1;
-    /* the marker is written even when the stack repeats: the caller may read
-     * this sample's ids back (take_sample, off-CPU ticks) */
+    /* written even when the stack repeats: the buffers become the previous
+     * sample's, whose key the next sample compares against */
     if (truncated && !(S.loc_buf[n] = frame_location(HK_FRAME_TRUNCATED, 0))) return -1;
     S.loc_buf[n + truncated] = seq; /* the key's last item: the thread (sampler.h) */
     int64_t stack;
-    if (k == n && n == S.prev_n && truncated == S.prev_truncated && seq == S.prev_seq && S.prev_stack >= 0) {
+    if (k == n && n == S.prev_n && truncated == S.prev_truncated && seq == S.prev_seq && skip == S.prev_skip &&
+        S.prev_stack >= 0) {
         stack = S.prev_stack;
     } else {
-        stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)(n + truncated + 1));
+        stack = hk_intern_seq(&S.stacks, S.loc_buf + skip, (uint32_t)(n - skip + truncated + 1));
         if (stack < 0) return -1;
     }
     /* this sample becomes the previous one: swap buffers rather than copy */
@@ -127,6 +131,7 @@ HK_HOT static int64_t intern_current_stack(int n, int truncated, uint32_t seq)
     S.prev_n = n;
     S.prev_truncated = truncated;
     S.prev_seq = seq;
+    S.prev_skip = skip;
     S.prev_stack = stack;
     return stack;
 }
@@ -183,22 +188,6 @@ HK_HOT static void prefetch_previous_sample(void)
  * a callback that should cost under a microsecond. Scaled to ns in fill_stats. */
 static inline uint64_t cost_clock(void) { return tsc_usable ? hk_tsc() : (uint64_t)hk_clock_ns(CLOCK_MONOTONIC); }
 
-/* The interned stack without its top `late` frames, the ones called after the
- * tick: the stack its period ran in. A loop calling the same C method cuts the
- * same stack the same way every time, so the last cut is kept. -1: out of memory. */
-HK_HOT static int64_t cut_stack(int64_t stack, int n, int truncated, int late)
-{
-    if (stack == S.cut_from && late == S.cut_late) return S.cut_to;
-    /* intern_current_stack has moved this sample's key to prev_locs */
-    int64_t cut = hk_intern_seq(&S.stacks, S.prev_locs + late, (uint32_t)(n - late + truncated + 1));
-    if (cut >= 0) {
-        S.cut_from = stack;
-        S.cut_late = late;
-        S.cut_to = cut;
-    }
-    return cut;
-}
-
 /* The sampled thread: the previous sample's when the walk read a stack of the
  * same VM thread, else looked up by Thread.current. NULL: out of memory. */
 HK_HOT static hk_thread *current_thread(void)
@@ -250,9 +239,7 @@ HK_HOT static void take_sample(void)
     int late = leaf.cfp ? hk_stack_walk_pushed_since(leaf.slot, leaf.cfp) : 0;
     int truncated = n > max;
     if (truncated) n = max;
-    int64_t stack = intern_current_stack(n, truncated, t->seq);
-    if (stack < 0) goto drop;
-    if (!late && blocked && n > 1 && S.prev_lines[0] == 0) {
+    if (!late && blocked && n > 1 && S.line_buf[0] == 0) {
         /* A tick the worker took with this thread off CPU: the period ended
          * shortly (the worker's wake-up latency) before the thread blocked, in
          * the code leading to the blocking call, and the job runs only after it.
@@ -260,11 +247,12 @@ HK_HOT static void take_sample(void)
          * the sample goes to its caller's stack. */
         late = 1;
     }
-    if (late > 0 && late < n) {
-        stack = cut_stack(stack, n, truncated, late);
-        if (stack < 0) goto drop;
-        S.moved_count++;
-    }
+    /* the sample goes to its stack without the frames called after the tick;
+     * only that stack is interned, the whole one is kept for the next comparison */
+    int skip = late > 0 && late < n ? late : 0;
+    int64_t stack = intern_current_stack(n, truncated, t->seq, skip);
+    if (stack < 0) goto drop;
+    if (skip) S.moved_count++;
     if (record((uint32_t)stack, weight) < 0) goto drop;
     S.sample_count++;
     return;
@@ -386,7 +374,6 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.prev_lines = malloc(depth * sizeof(int));
     S.prev_locs = malloc(depth * sizeof(uint32_t));
     S.prev_stack = -1;
-    S.cut_from = -1;
     if (!S.frame_buf || !S.line_buf || !S.loc_buf || !S.prev_frames || !S.prev_lines || !S.prev_locs ||
         reserve_tables() < 0) {
         free_tables();

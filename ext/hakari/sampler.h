@@ -127,8 +127,8 @@ typedef struct hk_sampler {
     uint32_t *prev_locs;
     int prev_n, prev_truncated;
     uint32_t prev_seq;
-    int64_t prev_stack;
-    int64_t cut_from, cut_to; int cut_late; /* the last stack cut to the frames running at its tick */
+    int prev_skip;      /* top frames left out of its stack: called after its tick */
+    int64_t prev_stack; /* the stack its sample went to, or -1 */
     /* owned by the GVL */
     int running;
     int building;       /* a snapshot is reading the tables */
