@@ -148,8 +148,17 @@ def steady_run(setup, work)
   w1 = mono.()
   t1 = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
   c1 = process_cpu
-  stop_profiler(setup)
-  { wall: w1 - w0, thread: t1 - t0, cpu: c1 - c0, setup: mono.() - s0 - (w1 - w0) }
+  result = stop_profiler(setup)
+  setup_s = mono.() - s0 - (w1 - w0)
+  { wall: w1 - w0, thread: t1 - t0, cpu: c1 - c0, setup: setup_s, samples: samples_in(setup, result) }
+end
+
+def samples_in(setup, result)
+  case setup
+  when "stackprof" then result[:samples]
+  when "unprofiled" then 0
+  else result[:sample_count]
+  end
 end
 
 # every setup in one process: warm-up rounds, then `rounds` rounds in rotating order
@@ -240,6 +249,7 @@ def print_table(times, rounds, setups = SETUPS)
                   pct(median(wr)), "(#{iqr(wr)})", "(#{median_ci(wr)})",
                   tr ? pct(median(tr)) : "-", tr ? "(#{median_ci(tr)})" : "", pct(median(cr)))
     end
+    print_per_sample(times, w, setups) if thread && times[[w, "hakari"]].first.key?(:samples)
     hs = ratios(times, w, "hakari", "stackprof", :wall)
     puts format("  hakari vs stackprof (wall): %s (IQR %s, 95%% CI %s), %d rounds", pct(median(hs)), iqr(hs),
                 median_ci(hs), rounds)
@@ -249,6 +259,20 @@ def print_table(times, rounds, setups = SETUPS)
     end
   end
   puts "  (target: hakari slowdown <= 1% and no more than stackprof's)"
+end
+
+# A profiler that takes more samples does more work: how many each took, and what each
+# sample cost the profiled thread (its added CPU time over the samples of a median run).
+# stackprof's cpu mode gets only the kernel's ticks, so its samples are fewer and dearer.
+def print_per_sample(times, w, setups)
+  base = median(times[[w, "unprofiled"]].map { |t| t[:thread] })
+  parts = (setups - ["unprofiled"]).map do |s|
+    samples = median(times[[w, s]].map { |t| t[:samples] })
+    added = (median(ratios(times, w, s, "unprofiled", :thread)) - 1) * base
+    format("%s %d (%.0f per CPU-second), %s", s, samples, samples / base,
+           samples.positive? ? format("%+.1f us", added / samples * 1e6) : "-")
+  end
+  puts "  samples per run (median) and the thread's added CPU per sample: #{parts.join('; ')}"
 end
 
 # Other processes running at the same time take cores and caches from the runs: say so.

@@ -7,8 +7,8 @@
  *               for the names, which are resolved once per frame at build time;
  *   stacks      interned sequences: location ids leaf first, then the thread's
  *               sequence number, so a stack id is also its aggregation row;
- *   agg_rows    by stack id: summed weight and count (count 0: never sampled,
- *               e.g. a stack only interned to be cut, or cleared by a snapshot);
+ *   agg_rows    by stack id: summed weight and count (count 0: cleared by a
+ *               snapshot, or its sample lost to a failed allocation);
  *   raw         with aggregate: false, one record per sample instead;
  *   threads     thread VALUE -> hk_thread (previous clock, sequence number).
  * Memory grows with unique frames, stacks and threads, not with run length.
