@@ -129,18 +129,24 @@ def stackprof_times(result)
   totals
 end
 
+# CPU the hypervisor took from this VM (all cores), in ms: /proc/stat's steal column, in
+# clock ticks of 1/100 s. A run during which a profiler's timer thread was kept off its core
+# takes its ticks late, at call boundaries that have moved on: its error says so.
+def steal_ms = File.read("/proc/stat")[/^cpu (.*)/, 1].split[7].to_i * 10
+
 def profile_run(profiler, mode)
   work = Work.new
   Truth.reset
   GC.start # so a GC owed by the previous run does not land in this one
+  s0 = steal_ms
   case profiler
   when :hakari
     data = Hakari.start(mode: mode, frequency: HZ) { work.run(ROUNDS) }
     extra = data.to_h.slice(:sample_count, :dropped_count, :trigger_count)
-    [hakari_times(data), extra]
+    [hakari_times(data), extra.merge(steal_ms: steal_ms - s0)]
   when :stackprof
     result = StackProf.run(mode: mode, interval: 1_000_000 / HZ, raw: true) { work.run(ROUNDS) }
-    [stackprof_times(result), result.slice(:samples, :missed_samples, :gc_samples)]
+    [stackprof_times(result), result.slice(:samples, :missed_samples, :gc_samples).merge(steal_ms: steal_ms - s0)]
   end
 end
 
