@@ -261,9 +261,11 @@ def print_table(times, rounds, setups = SETUPS)
   puts "  (target: hakari slowdown <= 1% and no more than stackprof's)"
 end
 
-# A profiler that takes more samples does more work: how many each took, and what each
-# sample cost the profiled thread (its added CPU time over the samples of a median run).
-# stackprof's cpu mode gets only the kernel's ticks, so its samples are fewer and dearer.
+# A profiler that takes more samples does more work: how many each took, and an estimate of
+# what each sample cost the profiled thread: the median thread-CPU slowdown times the median
+# unprofiled thread CPU, over the median sample count (medians of different rounds), and
+# samples per second of unprofiled thread CPU. stackprof's cpu mode gets only the kernel's
+# ticks, so its samples are fewer and dearer.
 def print_per_sample(times, w, setups)
   base = median(times[[w, "unprofiled"]].map { |t| t[:thread] })
   parts = (setups - ["unprofiled"]).map do |s|

@@ -112,15 +112,14 @@ HK_HOT static int64_t intern_current_stack(int n, int truncated, uint32_t seq, i
         k++;
     }
     if (resolve_locations(0, n - k) < 0) return -1;
-    /* written even when the stack repeats: the buffers become the previous
-     * sample's, whose key the next sample compares against */
-    if (truncated && !(S.loc_buf[n] = frame_location(HK_FRAME_TRUNCATED, 0))) return -1;
-    S.loc_buf[n + truncated] = seq; /* the key's last item: the thread (sampler.h) */
     int64_t stack;
     if (k == n && n == S.prev_n && truncated == S.prev_truncated && seq == S.prev_seq && skip == S.prev_skip &&
         S.prev_stack >= 0) {
         stack = S.prev_stack;
     } else {
+        /* the key's tail: the [truncated] root, then the thread (sampler.h) */
+        if (truncated && !(S.loc_buf[n] = frame_location(HK_FRAME_TRUNCATED, 0))) return -1;
+        S.loc_buf[n + truncated] = seq;
         stack = hk_intern_seq(&S.stacks, S.loc_buf + skip, (uint32_t)(n - skip + truncated + 1));
         if (stack < 0) return -1;
     }
@@ -402,7 +401,8 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.running = 1;
     /* HAKARI_CPU_CLOCK=perf: cpu mode ticks on each thread's own CPU time (README) */
     const char *how = getenv("HAKARI_CPU_CLOCK");
-    if (cfg->mode == HK_MODE_CPU && how && strcmp(how, "perf") == 0 && hk_sampler_events_start(on_timer, err, errlen) == 0) return 0;
+    int perf = cfg->mode == HK_MODE_CPU && how && strcmp(how, "perf") == 0;
+    if (perf && hk_sampler_events_start(on_timer, err, errlen) == 0) return 0;
     int rc = cfg->mode == HK_MODE_CPU ? hk_cpu_pacer_start(err, errlen)
                                       : hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen);
     if (rc < 0) {

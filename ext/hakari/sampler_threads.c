@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
-#include <ruby/debug.h>
-
 #include "buf.h"
 #include "cpu_events.h"
 #include "cpu_pacer.h"

@@ -9,7 +9,7 @@
 #include "sampler.h"
 #include "timer.h"
 
-/* the clock a thread's weights are read on in the session's mode */
+/* the calling thread's clock in the session's mode (CPU or monotonic) */
 static inline clockid_t hk_sampler_mode_clock(void)
 {
     return hk_the_sampler.cfg.mode == HK_MODE_CPU ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
@@ -26,7 +26,9 @@ void hk_sampler_threads_start(void);
 void hk_sampler_threads_stop(void);
 
 /* HAKARI_CPU_CLOCK=perf: a worker that only receives the per-thread counters'
- * signals, which call `fire`. 0, or -1 (then the caller starts the paced worker). */
+ * signals, which call `fire`. 0: a clock is running, the counters or (when one
+ * could not be opened) the paced worker they fell back to; -1: none is, and the
+ * caller starts the paced worker. */
 int hk_sampler_events_start(hk_timer_fire_fn fire, char *err, size_t errlen);
 /* every counter closed: none may signal after the worker is gone */
 void hk_sampler_events_close(void);
