@@ -100,21 +100,6 @@ static void test_many_similar_sequences(void)
     hk_intern_free(&t);
 }
 
-static void test_clear(void)
-{
-    hk_intern_table t;
-    hk_intern_init(&t);
-    uint32_t a[] = {1}, b[] = {2};
-    hk_intern_seq(&t, a, 1);
-    hk_intern_seq(&t, b, 1);
-    hk_intern_clear(&t);
-    CHECK_INT(hk_intern_count(&t), 0);
-    CHECK_INT(hk_intern_find(&t, a, 1), -1);
-    CHECK_INT(hk_intern_seq(&t, b, 1), 0); /* ids start over */
-    CHECK_INT(hk_intern_seq(&t, a, 1), 1);
-    hk_intern_free(&t);
-}
-
 static void test_failed_allocation_leaves_table(void)
 {
     hk_intern_table t;
@@ -200,7 +185,6 @@ int main(void)
     RUN(test_extreme_items);
     RUN(test_growth);
     RUN(test_many_similar_sequences);
-    RUN(test_clear);
     RUN(test_failed_allocation_leaves_table);
     RUN(test_get_empty_sequence_null_pool);
     RUN(test_reserve);
