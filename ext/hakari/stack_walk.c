@@ -57,7 +57,7 @@ typedef struct vm_ec {
     VALUE *vm_stack;
     size_t vm_stack_size; /* in VALUEs; the control frames end where the stack does */
     vm_frame *cfp;        /* the leaf frame */
-    void *tag, *protect_tag;
+    void *tag;
     uint32_t interrupt_flag, interrupt_mask;
     void *fiber_ptr;
     const void *thread_ptr; /* the thread's rb_thread_t, which its Thread object wraps */
@@ -350,7 +350,9 @@ int hk_stack_walk_start(int limit)
     VALUE th = rb_thread_current();
     W.thread_ptr_ok = W.enabled && RB_TYPE_P(th, T_DATA) && RTYPEDDATA_P(th) && ruby_current_ec &&
                       ruby_current_ec->thread_ptr == RTYPEDDATA_DATA(th);
-    kind = W.enabled ? "vm control frames" : "rb_profile_frames (the control-frame walker failed its self-check)";
+    kind = !W.enabled          ? "rb_profile_frames (the control-frame walker failed its self-check)"
+           : W.thread_ptr_ok ? "vm control frames"
+                             : "vm control frames (its thread check failed: threads found by Thread.current)";
     free(f);
     free(l);
     return 0;
