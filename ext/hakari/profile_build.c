@@ -128,10 +128,10 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
             if (!seen[stack]) st->unique_stacks++;
             seen[stack] = 1;
         }
-        /* the key: location ids leaf first, then the thread's sequence number */
+        /* the key: the thread's sequence number, then location ids root first (sampler.h) */
         const uint32_t *key = hk_intern_get(&s->stacks, stack, &nkey);
-        uint32_t nloc = nkey - 1, seq = key[nloc];
-        for (uint32_t j = 0; j < nloc; j++) locs[j] = loc_of[key[j] - 1];
+        uint32_t nloc = nkey - 1, seq = key[0];
+        for (uint32_t j = 0; j < nloc; j++) locs[j] = loc_of[key[nkey - 1 - j] - 1]; /* leaf first */
         /* Ruby 3.1 reports the top-level script twice: "<main>" at its line, then a
          * line-0 frame of the same function beneath it. Keep one. */
         if (nloc >= 2 && p->locations[locs[nloc - 1] - 1].line == 0 &&

@@ -81,57 +81,56 @@ HK_HOT static int record(uint32_t stack, int64_t weight)
     return 0;
 }
 
-/* Location ids of frames [from, to) of the current sample; 0 or -1 (out of memory).
- * The program evicts our tables from the cache between samples: start every
- * frame's load first, so the misses overlap instead of queueing one by one. */
-HK_HOT static int resolve_locations(int from, int to)
+/* The key buffer's head: room for the thread and the [truncated] root in
+ * front of position 0 (sampler.h) */
+#define KEY_HEAD 2
+/* Position i of the key buffer: the location id of the frame i places from
+ * the root of the current sample (sampler.h) */
+#define KEY_POS(i) (S.key_buf[KEY_HEAD + (i)])
+
+/* Location ids of frames [0, to) of the current sample (n frames) into their
+ * key positions; 0 or -1 (out of memory). The program evicts our tables from
+ * the cache between samples: start every frame's load first, so the misses
+ * overlap instead of queueing one by one. */
+HK_HOT static int resolve_locations(int to, int n)
 {
-    for (int i = from; i < to; i++)
+    for (int i = 0; i < to; i++)
         hk_pair_map_prefetch(&S.frame_locs, (uint64_t)S.frame_buf[i], (uint32_t)(S.line_buf[i] < 0 ? 0 : S.line_buf[i]));
-    for (int i = from; i < to; i++) {
+    for (int i = 0; i < to; i++) {
         uint32_t lid = frame_location(S.frame_buf[i], S.line_buf[i]);
         if (!lid) return -1;
-        S.loc_buf[i] = lid;
+        KEY_POS(n - 1 - i) = lid;
     }
     return 0;
 }
 
 /* The stack id of the current sample's n frames without the top `skip` (the
- * ones called after its tick), or -1 when out of memory.
- * Consecutive samples share most of their stack from the root up. Frames equal
- * to the previous sample's (same VALUE, same line) reuse its location ids, and
- * an identical stack with the same skip reuses its stack id: the hash tables,
- * whose lines the program evicts from the cache between samples, are touched
- * only for what changed. */
-HK_HOT static int64_t intern_current_stack(int n, int truncated, uint32_t seq, int skip)
+ * ones called after its tick), or -1 when out of memory. same: how many of
+ * them, from the root, are the previous sample's (hk_stack_walk_since), whose
+ * location ids are still in their key positions: only the others are looked
+ * up, and an identical stack with the same skip and thread reuses its stack
+ * id. The hash tables, whose lines the program evicts from the cache between
+ * samples, are touched only for what changed. */
+HK_HOT static int64_t intern_current_stack(int n, int same, int truncated, uint32_t seq, int skip)
 {
-    int k = 0;
-    while (k < n && k < S.prev_n && S.frame_buf[n - 1 - k] == S.prev_frames[S.prev_n - 1 - k] &&
-           S.line_buf[n - 1 - k] == S.prev_lines[S.prev_n - 1 - k]) {
-        S.loc_buf[n - 1 - k] = S.prev_locs[S.prev_n - 1 - k];
-        k++;
-    }
-    if (resolve_locations(0, n - k) < 0) return -1;
+    if (resolve_locations(n - same, n) < 0) return -1;
     int64_t stack;
-    if (k == n && n == S.prev_n && truncated == S.prev_truncated && seq == S.prev_seq && skip == S.prev_skip &&
-        S.prev_stack >= 0) {
-        stack = S.prev_stack;
+    if (same == n && n == S.key_n && !truncated && !S.key_truncated && seq == S.key_seq && skip == S.key_skip &&
+        S.key_stack >= 0) {
+        stack = S.key_stack;
     } else {
-        /* the key's tail: the [truncated] root, then the thread (sampler.h) */
-        if (truncated && !(S.loc_buf[n] = frame_location(HK_FRAME_TRUNCATED, 0))) return -1;
-        S.loc_buf[n + truncated] = seq;
-        stack = hk_intern_seq(&S.stacks, S.loc_buf + skip, (uint32_t)(n - skip + truncated + 1));
+        /* the key's head: the thread, then the [truncated] root (sampler.h) */
+        if (truncated && !(S.key_buf[KEY_HEAD - 1] = frame_location(HK_FRAME_TRUNCATED, 0))) return -1;
+        uint32_t *key = S.key_buf + KEY_HEAD - 1 - truncated;
+        key[0] = seq;
+        stack = hk_intern_seq(&S.stacks, key, (uint32_t)(1 + truncated + n - skip));
         if (stack < 0) return -1;
     }
-    /* this sample becomes the previous one: swap buffers rather than copy */
-    VALUE *f = S.prev_frames; S.prev_frames = S.frame_buf; S.frame_buf = f;
-    int *l = S.prev_lines; S.prev_lines = S.line_buf; S.line_buf = l;
-    uint32_t *c = S.prev_locs; S.prev_locs = S.loc_buf; S.loc_buf = c;
-    S.prev_n = n;
-    S.prev_truncated = truncated;
-    S.prev_seq = seq;
-    S.prev_skip = skip;
-    S.prev_stack = stack;
+    S.key_n = n;
+    S.key_truncated = truncated;
+    S.key_seq = seq;
+    S.key_skip = skip;
+    S.key_stack = stack;
     return stack;
 }
 
@@ -166,18 +165,13 @@ HK_HOT static int64_t tick_weight(hk_thread *t, int *blocked, hk_leaf *leaf)
 
 /* A sample comes every millisecond or so, and in between the program evicts
  * our data from the cache. Ask now for what this sample will most likely
- * touch — the previous sample's frames and ids, its stack's aggregation slot,
- * the thread it ran on, the worker's tick — so those loads overlap with the stack walk instead of
- * queueing after it. */
+ * touch — the leaf end of the previous sample's key, its stack's aggregation
+ * slot, the thread it ran on, the worker's tick — so those loads overlap with
+ * the stack walk instead of queueing after it. */
 HK_HOT static void prefetch_previous_sample(void)
 {
-    int n = S.prev_n;
-    for (int i = 0; i < n; i += 64 / (int)sizeof(VALUE)) __builtin_prefetch(&S.prev_frames[i]);
-    for (int i = 0; i < n; i += 64 / (int)sizeof(int)) {
-        __builtin_prefetch(&S.prev_lines[i]);
-        __builtin_prefetch(&S.prev_locs[i]);
-    }
-    if (S.prev_stack >= 0 && (size_t)S.prev_stack < S.agg_cap) __builtin_prefetch(&S.agg_rows[S.prev_stack]);
+    if (S.key_n > 0) __builtin_prefetch(&KEY_POS(S.key_n - 1));
+    if (S.key_stack >= 0 && (size_t)S.key_stack < S.agg_cap) __builtin_prefetch(&S.agg_rows[S.key_stack]);
     if (S.last_thread < S.nthreads) __builtin_prefetch(&S.threads[S.last_thread]);
     __builtin_prefetch((const void *)&S.tick);
 }
@@ -210,12 +204,32 @@ HK_HOT static hk_thread *current_thread(void)
     return t;
 }
 
+/* HAKARI_STACK_WALK=verify: the key positions of the stack just interned (n
+ * frames, same of them kept from the previous sample) against the locations
+ * of rb_profile_frames' frames. A difference is counted with the walker's. */
+static void verify_key(int n, int same)
+{
+    const VALUE *frames;
+    const int *lines;
+    if (hk_stack_walk_checked(&frames, &lines) < n) return;
+    for (int i = 0; i < n; i++) {
+        uint32_t lid = frame_location(frames[n - 1 - i], lines[n - 1 - i]);
+        if (lid && lid != KEY_POS(i)) {
+            hk_stack_walk_report_mismatch("a location kept from the previous sample was not", n, n, same);
+            S.key_n = 0;
+            return;
+        }
+    }
+}
+
 HK_HOT static void take_sample(void)
 {
     prefetch_previous_sample();
     int max = S.cfg.max_depth;
     uint64_t w0 = cost_clock();
-    int n = hk_stack_walk(S.frame_buf, S.line_buf, max + 1);
+    int same;
+    int n = hk_stack_walk_since(S.frame_buf, S.line_buf, max + 1, S.key_n ? S.key_walk : 0, &same);
+    uint64_t walk = hk_stack_walk_number();
     S.stack_walk_time += cost_clock() - w0;
     /* A stack that cannot be read loses no time: its weight goes to the next sample. */
     if (n <= 0) { S.dropped_count++; return; }
@@ -247,16 +261,19 @@ HK_HOT static void take_sample(void)
         late = 1;
     }
     /* the sample goes to its stack without the frames called after the tick;
-     * only that stack is interned, the whole one is kept for the next comparison */
+     * only that stack is interned; the ids of all n stay in the key buffer for the next sample */
     int skip = late > 0 && late < n ? late : 0;
-    int64_t stack = intern_current_stack(n, truncated, t->seq, skip);
+    if (truncated) same = 0; /* it is 0 already: the walk was cut at its limit */
+    int64_t stack = intern_current_stack(n, same, truncated, t->seq, skip);
     if (stack < 0) goto drop;
+    S.key_walk = walk;
+    verify_key(n, same);
     if (skip) S.moved_count++;
     if (record((uint32_t)stack, weight) < 0) goto drop;
     S.sample_count++;
     return;
 drop:
-    S.prev_n = 0; /* the cache may be half-updated */
+    S.key_n = 0; /* the key may be half-updated */
     S.dropped_count++;
 }
 
@@ -326,10 +343,7 @@ static void free_tables(void)
     free(S.threads);
     free(S.frame_buf);
     free(S.line_buf);
-    free(S.loc_buf);
-    free(S.prev_frames);
-    free(S.prev_lines);
-    free(S.prev_locs);
+    free(S.key_buf);
     free(S.fd_clock);
     memset(&S, 0, sizeof(S));
 }
@@ -368,12 +382,9 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     size_t depth = (size_t)cfg->max_depth + 1 + HK_OWN_FRAMES;
     S.frame_buf = malloc(depth * sizeof(VALUE));
     S.line_buf = malloc(depth * sizeof(int));
-    S.loc_buf = malloc(depth * sizeof(uint32_t));
-    S.prev_frames = malloc(depth * sizeof(VALUE));
-    S.prev_lines = malloc(depth * sizeof(int));
-    S.prev_locs = malloc(depth * sizeof(uint32_t));
-    S.prev_stack = -1;
-    if (!S.frame_buf || !S.line_buf || !S.loc_buf || !S.prev_frames || !S.prev_lines || !S.prev_locs ||
+    S.key_buf = malloc((KEY_HEAD + depth) * sizeof(uint32_t));
+    S.key_stack = -1;
+    if (!S.frame_buf || !S.line_buf || !S.key_buf ||
         reserve_tables() < 0) {
         free_tables();
         snprintf(err, errlen, "out of memory");
@@ -468,19 +479,19 @@ static void take_tail_sample(void)
      * rb_profile_frames' `start` does not skip frames, so they are fetched) */
     int n = rb_profile_frames(0, max + 1 + HK_OWN_FRAMES, S.frame_buf, S.line_buf);
     int skip = own_frames_on_top(n);
+    /* the key, root first (sampler.h): the thread, the [truncated] root when
+     * cut at max_depth like any sample, the frames, the [unsampled] leaf */
+    int count = n - skip < max - 1 ? n - skip : max - 1;
+    uint32_t *key = S.key_buf;
+    S.key_n = 0; /* the key buffer no longer holds the previous sample's */
     int m = 0;
-    S.loc_buf[m++] = frame_location(HK_FRAME_UNSAMPLED, 0);
-    for (int i = skip; i < n && m < max; i++) {
-        uint32_t lid = frame_location(S.frame_buf[i], S.line_buf[i]);
-        if (!lid) return;
-        S.loc_buf[m++] = lid;
-    }
-    /* cut at max_depth like any sample: marked by its [truncated] root */
-    if (n - skip + 1 > max && !(S.loc_buf[m++] = frame_location(HK_FRAME_TRUNCATED, 0))) return;
     if (!t->seq) t->seq = ++S.nseq;
-    S.loc_buf[m++] = t->seq;
-    S.prev_n = 0;
-    int64_t stack = hk_intern_seq(&S.stacks, S.loc_buf, (uint32_t)m);
+    key[m++] = t->seq;
+    if (n - skip + 1 > max && !(key[m++] = frame_location(HK_FRAME_TRUNCATED, 0))) return;
+    for (int i = skip + count - 1; i >= skip; i--)
+        if (!(key[m++] = frame_location(S.frame_buf[i], S.line_buf[i]))) return;
+    if (!(key[m++] = frame_location(HK_FRAME_UNSAMPLED, 0))) return;
+    int64_t stack = hk_intern_seq(&S.stacks, key, (uint32_t)m);
     if (stack >= 0 && record((uint32_t)stack, weight) == 0) S.sample_count++;
 }
 
@@ -530,7 +541,9 @@ size_t hk_sampler_memsize(void)
 {
     return hk_pair_map_memsize(&S.frame_locs) + hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
            S.locs_cap * sizeof(hk_loc) + S.agg_cap * sizeof(hk_agg_row) + S.raw_cap * sizeof(hk_raw_sample) +
-           S.threads_cap * sizeof(hk_thread) + 2 * (size_t)(S.cfg.max_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + 8) +
+           S.threads_cap * sizeof(hk_thread) +
+           (size_t)(S.cfg.max_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + sizeof(int) + sizeof(uint32_t)) +
+           KEY_HEAD * sizeof(uint32_t) +
            hk_stack_walk_memsize();
 }
 

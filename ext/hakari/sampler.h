@@ -5,8 +5,12 @@
  *   locations   (frame VALUE, executing line) -> location id (1-based) in one
  *               probe of frame_locs; locs[id-1] keeps the pair for marking and
  *               for the names, which are resolved once per frame at build time;
- *   stacks      interned sequences: location ids leaf first, then the thread's
- *               sequence number, so a stack id is also its aggregation row;
+ *   stacks      interned sequences: the thread's sequence number, then the
+ *               location ids root first (a [truncated] root when cut), so a
+ *               stack id is also its aggregation row; key_buf keeps the
+ *               latest sample's key, position i (from the root) at
+ *               key_buf[2 + i], where the next sample finds the ids of the
+ *               frames it shares with it (sampler.c);
  *   agg_rows    by stack id: summed weight and count (count 0: cleared by a
  *               snapshot, or its sample lost to a failed allocation);
  *   raw         with aggregate: false, one record per sample instead;
@@ -118,17 +122,16 @@ typedef struct hk_sampler {
     /* immutable after start */
     hk_sampler_config cfg;
     int64_t start_mono_ns, start_real_ns;
-    VALUE *frame_buf;   /* max_depth + 1 + HK_OWN_FRAMES entries, reused by every sample */
+    VALUE *frame_buf;   /* max_depth + 1 + HK_OWN_FRAMES entries, reused by every sample (the walk writes what changed) */
     int *line_buf;
-    uint32_t *loc_buf;
-    /* the previous sample, swapped with the buffers above (see intern_current_stack) */
-    VALUE *prev_frames;
-    int *prev_lines;
-    uint32_t *prev_locs;
-    int prev_n, prev_truncated;
-    uint32_t prev_seq;
-    int prev_skip;      /* top frames left out of its stack: called after its tick */
-    int64_t prev_stack; /* the stack its sample went to, or -1 */
+    /* the latest sample's key (see stacks above), for the next one */
+    uint32_t *key_buf;  /* 2 + max_depth + 1 + HK_OWN_FRAMES entries */
+    uint64_t key_walk;  /* the walk it is from (hk_stack_walk_number) */
+    int key_n;          /* its frames; 0: none, or not to be trusted */
+    int key_truncated;
+    uint32_t key_seq;   /* its thread */
+    int key_skip;       /* top frames left out of its stack: called after its tick */
+    int64_t key_stack;  /* the stack its sample went to, or -1 */
     /* owned by the GVL */
     int running;
     int building;       /* a snapshot is reading the tables */

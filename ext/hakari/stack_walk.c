@@ -12,7 +12,10 @@
  *    the instruction buffers their pcs point into stay alive and unique;
  *  - a frame whose iseq, pc, kind and method entry equal those of the frame at
  *    the same distance from the root in the previous sample takes that frame's
- *    result without a lookup.
+ *    result without a lookup;
+ *  - the frames below one that has not returned since the previous walk are
+ *    that walk's, and the caller, who has kept them, is told how many there
+ *    are instead of being handed them again (hk_stack_walk_since).
  * A private layout cannot be probed the way a function can: this one is
  * Ruby 3.1's (rb_control_frame_t and the leading fields of
  * rb_execution_context_t in vm_core.h), compiled only for that API version
@@ -37,6 +40,56 @@
 static const char *kind = "rb_profile_frames";
 static uint64_t walks; /* across sessions: a mark from an earlier session is never trusted */
 static uint64_t mismatches;
+
+/* rb_profile_frames, with the previous walk's result kept to tell the caller
+ * how much of it is unchanged (the fallback, and Rubies of unknown layout) */
+static struct {
+    VALUE *frames; int *lines; int n, cap;
+    uint64_t walk; /* the walk they are from, 0: none */
+} G;
+
+static int generic_start(int limit)
+{
+    G.cap = limit;
+    G.walk = 0;
+    G.frames = malloc((size_t)limit * sizeof(VALUE));
+    G.lines = malloc((size_t)limit * sizeof(int));
+    return G.frames && G.lines ? 0 : -1;
+}
+
+static void generic_stop(void)
+{
+    free(G.frames);
+    free(G.lines);
+    memset(&G, 0, sizeof(G));
+}
+
+/* root-side frames of frames/lines (n) equal to those of f/l (m) */
+static int same_from_root(const VALUE *frames, const int *lines, int n, const VALUE *f, const int *l, int m)
+{
+    int k = 0;
+    while (k < n && k < m && frames[n - 1 - k] == f[m - 1 - k] && lines[n - 1 - k] == l[m - 1 - k]) k++;
+    return k;
+}
+
+static int generic_walk(VALUE *frames, int *lines, int limit, uint64_t known, int *same)
+{
+    uint64_t seq = ++walks;
+    int n = rb_profile_frames(0, limit, frames, lines);
+    *same = 0;
+    if (n > 0 && known && known == seq - 1 && G.walk == known && n < limit && G.n < limit)
+        *same = same_from_root(frames, lines, n, G.frames, G.lines, G.n);
+    G.walk = 0;
+    if (G.frames && n >= 0 && n <= G.cap) {
+        memcpy(G.frames, frames, (size_t)n * sizeof(VALUE));
+        memcpy(G.lines, lines, (size_t)n * sizeof(int));
+        G.n = n;
+        G.walk = seq;
+    }
+    return n;
+}
+
+uint64_t hk_stack_walk_number(void) { return walks; }
 
 #ifdef HK_VM_LAYOUT_31
 
@@ -90,10 +143,15 @@ typedef struct memo {
     int line;
     uint8_t cframe;    /* a C frame */
     uint8_t me_type;   /* the method type of me, or NO_ME_TYPE */
+    uint16_t out;      /* frames the walk gives from the root up to this depth, or OUT_UNKNOWN */
 } memo;
+_Static_assert(sizeof(memo) == 32, "two memo entries to a cache line");
+#define OUT_UNKNOWN 0xffff
+#define NO_DEPTH ((size_t)-1)
 
 static struct {
     int enabled, verify;
+    int checked_n;       /* verify mode: frames in check_frames from the latest walk, or -1 */
     hk_pair_map ments;   /* method entry VALUE -> method type + 1 */
     VALUE *ment_list; size_t nments, ments_cap;
     hk_pair_map iseqs;   /* pinned iseq -> 1 */
@@ -101,11 +159,13 @@ static struct {
     hk_pair_map lines;   /* pc -> line + 1 */
     memo *memo; size_t memo_cap; /* by distance from the root */
     int marks;           /* frames are marked (not under YJIT, nor with continuations) */
+    size_t last_leaf;    /* depth of the previous walk's leaf when its whole result is in the memo, else NO_DEPTH */
     const vm_ec *run_ec; /* the stack of the previous walk */
-    const vm_ec *walked_ec; /* the context the last hk_stack_walk read, NULL when it fell back */
+    const vm_ec *walked_ec; /* the context the last walk read, NULL when it fell back */
     int thread_ptr_ok;   /* ec->thread_ptr was checked against Thread.current at start */
     uint64_t run_start;  /* marks at or after this were written in the current run */
     VALUE *check_frames; int *check_lines; int check_cap; /* verify mode's second walk */
+    VALUE *last_frames; int *last_lines; int last_n;     /* verify mode: the previous result */
 } W;
 
 static int pin(hk_pair_map *m, VALUE **list, size_t *n, size_t *cap, VALUE v, uint32_t val)
@@ -197,10 +257,11 @@ static inline void prefetch_frame(const vm_frame *f, const vm_frame *end)
 }
 
 /* One control frame's result (frame 0: skipped), through its memo entry m
- * (NULL past the memo's end). -1: this sample needs rb_profile_frames (a
- * frame being set up, out of memory). */
-HK_HOT static int walk_frame(const vm_frame *cfp, memo *m, VALUE *frame_out, int *line_out)
+ * (NULL past the memo's end); *kept: the result is the memo's (frame and line).
+ * -1: this sample needs rb_profile_frames (a frame being set up, out of memory). */
+HK_HOT static int walk_frame(const vm_frame *cfp, memo *m, VALUE *frame_out, int *line_out, int *kept)
 {
+    *kept = 0;
     const VALUE *ep = cfp->ep;
     uint8_t cframe = (ep[EP_FLAGS] & FRAME_FLAG_CFRAME) != 0;
     /* a Ruby frame without a pc yet (being set up, or the top frame of a C
@@ -212,6 +273,7 @@ HK_HOT static int walk_frame(const vm_frame *cfp, memo *m, VALUE *frame_out, int
     if (m && m->me == me && m->cframe == cframe && (cframe || m->pc == cfp->pc)) {
         *frame_out = m->frame;
         *line_out = m->line;
+        *kept = 1;
         return 0;
     }
     VALUE frame = 0;
@@ -222,7 +284,10 @@ HK_HOT static int walk_frame(const vm_frame *cfp, memo *m, VALUE *frame_out, int
     } else if (me && type == METHOD_TYPE_CFUNC) {
         frame = me;
     }
-    if (m) *m = (memo){cframe ? NULL : cfp->pc, me, frame, line, cframe, type};
+    if (m) {
+        *kept = m->frame == frame && m->line == line;
+        *m = (memo){cframe ? NULL : cfp->pc, me, frame, line, cframe, type, OUT_UNKNOWN};
+    }
     *frame_out = frame;
     *line_out = line;
     return 0;
@@ -239,36 +304,70 @@ HK_HOT static int trusted_mark(const vm_frame *cfp, size_t depth, uint64_t seq)
     return W.marks && mark >= W.run_start && mark < seq && depth <= W.memo_cap;
 }
 
-/* -1: this sample needs rb_profile_frames */
-HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit)
+/* memo[from..to]: how many frames the walk gives from the root up to each
+ * depth; below: how many it gives under `from` */
+HK_HOT static void count_frames(size_t from, size_t to, unsigned below)
 {
+    for (size_t d = from; d <= to && d < W.memo_cap; d++) {
+        if (below != OUT_UNKNOWN && W.memo[d].frame) below++; /* reaching OUT_UNKNOWN: too deep to count */
+        W.memo[d].out = (uint16_t)below;
+    }
+}
+
+/* -1: this sample needs rb_profile_frames. known and *same: hk_stack_walk_since;
+ * unless copy_all, the frames it counts in *same may be left unwritten. */
+HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, int copy_all, int *same)
+{
+    *same = 0;
     const vm_ec *ec = ruby_current_ec;
     if (!ec) return -1;
     uint64_t seq = ++walks;
+    /* the memo holds the previous result, by depth, up to its leaf */
+    size_t prev_leaf = known && known == seq - 1 && ec == W.run_ec ? W.last_leaf : NO_DEPTH;
+    W.last_leaf = NO_DEPTH; /* until this result is whole in the memo */
     if (ec != W.run_ec) { /* another thread's or fiber's stack: marks and memo start over */
         W.run_ec = ec;
         W.run_start = seq;
     }
     const vm_frame *end = (const vm_frame *)(ec->vm_stack + ec->vm_stack_size);
-    for (const vm_frame *f = ec->cfp; f < end && f < ec->cfp + PREFETCH_AHEAD; f++) prefetch_frame(f, end);
+    size_t leaf_depth = (size_t)(end - ec->cfp) - 1;
+    /* the lowest depth whose result is not the previous walk's */
+    size_t changed = prev_leaf == NO_DEPTH ? 0 : (leaf_depth < prev_leaf ? leaf_depth : prev_leaf) + 1;
+    /* a leaf that vouches for its callers is all this walk reads: no window to load */
+    if (!trusted_mark(ec->cfp, leaf_depth, seq))
+        for (const vm_frame *f = ec->cfp; f < end && f < ec->cfp + PREFETCH_AHEAD; f++) prefetch_frame(f, end);
     int n = 0;
     const vm_frame *cfp = ec->cfp;
     for (; n < limit && cfp < end; cfp++) {
-        if (cfp + PREFETCH_AHEAD < end) prefetch_frame(cfp + PREFETCH_AHEAD, end);
-        /* the environment a few frames ahead (its control frame has arrived by now) */
-        if (cfp + 4 < end) __builtin_prefetch(cfp[4].ep - 2);
         size_t depth = (size_t)(end - cfp) - 1; /* from the root */
         int unchanged_below = trusted_mark(cfp, depth, seq);
+        if (!unchanged_below) {
+            if (cfp + PREFETCH_AHEAD < end) prefetch_frame(cfp + PREFETCH_AHEAD, end);
+            /* the environment a few frames ahead (its control frame has arrived by now) */
+            if (cfp + 4 < end) __builtin_prefetch(cfp[4].ep - 2);
+        }
         VALUE frame;
-        int line;
-        if (walk_frame(cfp, depth < W.memo_cap ? &W.memo[depth] : NULL, &frame, &line) < 0) return -1;
+        int line, kept;
+        if (walk_frame(cfp, depth < W.memo_cap ? &W.memo[depth] : NULL, &frame, &line, &kept) < 0) return -1;
+        if (!kept || depth > prev_leaf) changed = depth;
         if (unchanged_below) unchanged_below = trusted_mark(cfp, depth, seq); /* unless it just forgot the memo */
         if (frame) {
             frames[n] = frame;
             lines[n++] = line;
         }
         if (unchanged_below) {
-            /* this frame may have run since (its pc was read), its callers have not */
+            /* this frame may have run since (its pc was read), its callers have
+             * not: their results are the memo's, and the previous walk's */
+            unsigned below = depth ? W.memo[depth - 1].out : 0;
+            count_frames(depth, leaf_depth, below);
+            unsigned kept_from_root = changed && prev_leaf != NO_DEPTH ? W.memo[changed - 1].out : 0;
+            if (kept_from_root == OUT_UNKNOWN) kept_from_root = 0;
+            if (!copy_all && n > 0 && kept_from_root >= below && below != OUT_UNKNOWN &&
+                (size_t)n + below < (size_t)limit) {
+                if (leaf_depth < W.memo_cap) W.last_leaf = leaf_depth;
+                *same = (int)kept_from_root;
+                return n + (int)below;
+            }
             for (size_t d = depth; d-- > 0 && n < limit;) {
                 if (d >= PREFETCH_AHEAD) __builtin_prefetch(&W.memo[d - PREFETCH_AHEAD]);
                 if (W.memo[d].frame) {
@@ -276,12 +375,25 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit)
                     lines[n++] = W.memo[d].line;
                 }
             }
+            if (n < limit) { /* whole, not cut at limit */
+                if (leaf_depth < W.memo_cap) W.last_leaf = leaf_depth;
+                *same = (int)kept_from_root;
+            }
             return n;
         }
         if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
     }
-    /* cut at limit: the frames below were not read, their memo may be stale */
-    if (cfp < end) W.run_start = seq + 1;
+    if (cfp < end) {
+        /* cut at limit: the frames below were not read, their memo may be stale */
+        W.run_start = seq + 1;
+        return n;
+    }
+    count_frames(0, leaf_depth, 0);
+    if (n < limit && leaf_depth < W.memo_cap) {
+        W.last_leaf = leaf_depth;
+        unsigned kept_from_root = changed && prev_leaf != NO_DEPTH ? W.memo[changed - 1].out : 0;
+        *same = kept_from_root == OUT_UNKNOWN ? 0 : (int)kept_from_root;
+    }
     return n;
 }
 
@@ -319,9 +431,12 @@ int hk_stack_walk_start(int limit)
     W.memo = calloc(W.memo_cap, sizeof(*W.memo));
     W.check_frames = malloc((size_t)limit * sizeof(VALUE));
     W.check_lines = malloc((size_t)limit * sizeof(int));
+    W.last_frames = malloc((size_t)limit * sizeof(VALUE));
+    W.last_lines = malloc((size_t)limit * sizeof(int));
     /* room for a program's worth of methods and lines before the job has to
      * grow a table (a realloc in the program's heap can take 100 µs: sampler.c) */
-    if (!W.memo || !W.check_frames || !W.check_lines || hk_pair_map_reserve(&W.ments, 2048) < 0 ||
+    if (!W.memo || !W.check_frames || !W.check_lines || !W.last_frames || !W.last_lines || generic_start(limit) < 0 ||
+        hk_pair_map_reserve(&W.ments, 2048) < 0 ||
         hk_pair_map_reserve(&W.iseqs, 2048) < 0 || hk_pair_map_reserve(&W.lines, 8192) < 0 ||
         hk_array_grow((void **)&W.ment_list, &W.ments_cap, 2048, sizeof(VALUE)) < 0 ||
         hk_array_grow((void **)&W.iseq_list, &W.iseqs_cap, 2048, sizeof(VALUE)) < 0) {
@@ -344,7 +459,9 @@ int hk_stack_walk_start(int limit)
     W.marks = frames_may_be_marked();
     W.run_ec = NULL;
     W.run_start = walks + 1;
-    int n1 = vm_walk(f, l, limit);
+    W.last_leaf = NO_DEPTH;
+    int same;
+    int n1 = vm_walk(f, l, limit, 0, 1, &same);
     int n2 = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
     W.enabled = n1 > 0 && same_walk(f, l, n1, W.check_frames, W.check_lines, n2);
     VALUE th = rb_thread_current();
@@ -361,8 +478,9 @@ int hk_stack_walk_start(int limit)
 /* the memo may be wrong: no frame's mark may vouch for it */
 static void forget_memo(void)
 {
-    memset(W.memo, 0, W.memo_cap * sizeof(*W.memo));
+    for (size_t d = 0; d < W.memo_cap; d++) W.memo[d] = (memo){.out = OUT_UNKNOWN};
     W.run_start = walks + 1;
+    W.last_leaf = NO_DEPTH;
 }
 
 /* `require "continuation"` after start: from then on callcc can put back
@@ -377,28 +495,60 @@ static void watch_for_continuations(void)
     }
 }
 
-HK_HOT int hk_stack_walk(VALUE *frames, int *lines, int limit)
+void hk_stack_walk_report_mismatch(const char *what, int n, int m, int same)
+{
+    if (!mismatches++)
+        fprintf(stderr, "hakari: HAKARI_STACK_WALK=verify: %s (%d and %d frames, %d reported unchanged)\n", what, n,
+                m, same);
+}
+
+/* verify mode: the walk (n frames, *same of them reported unchanged and left
+ * unwritten) against rb_profile_frames, and those against the previous
+ * result. Returns the frame count to use; on a difference, rb_profile_frames'
+ * result, all written, with *same 0. */
+static int verify_walk(VALUE *frames, int *lines, int n, int limit, int *same)
+{
+    int m = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
+    int written = n - *same > 0 ? n - *same : n > 0; /* frame 0 is always written */
+    int walks_agree = n == m && same_walk(frames, lines, written, W.check_frames, W.check_lines, written);
+    int same_holds = same_from_root(W.check_frames, W.check_lines, m, W.last_frames, W.last_lines, W.last_n) >= *same;
+    W.checked_n = m;
+    if (!walks_agree || !same_holds) {
+        hk_stack_walk_report_mismatch(walks_agree ? "frames reported unchanged were not" : "the walks differ", n, m,
+                                      *same);
+        forget_memo(); /* one wrong result must not vouch for the next samples */
+        memcpy(frames, W.check_frames, (size_t)m * sizeof(VALUE));
+        memcpy(lines, W.check_lines, (size_t)m * sizeof(int));
+        n = m;
+        *same = 0;
+    }
+    memcpy(W.last_frames, W.check_frames, (size_t)m * sizeof(VALUE));
+    memcpy(W.last_lines, W.check_lines, (size_t)m * sizeof(int));
+    W.last_n = m;
+    return n;
+}
+
+HK_HOT int hk_stack_walk_since(VALUE *frames, int *lines, int limit, uint64_t known, int *same)
 {
     W.walked_ec = NULL;
-    if (!W.enabled) return rb_profile_frames(0, limit, frames, lines);
+    W.checked_n = -1;
+    if (!W.enabled) return generic_walk(frames, lines, limit, known, same);
     if (W.marks && !(walks & 63)) watch_for_continuations();
-    int n = vm_walk(frames, lines, limit);
-    if (n >= 0) W.walked_ec = W.run_ec;
+    int n = vm_walk(frames, lines, limit, known, 0, same);
     if (n < 0) {
         forget_memo(); /* may be half-updated */
-        return rb_profile_frames(0, limit, frames, lines);
+        W.last_n = 0;
+        return generic_walk(frames, lines, limit, 0, same);
     }
-    if (W.verify && limit <= W.check_cap) {
-        int m = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
-        if (!same_walk(frames, lines, n, W.check_frames, W.check_lines, m)) {
-            if (!mismatches++) fprintf(stderr, "hakari: HAKARI_STACK_WALK=verify: the walks differ (%d and %d frames)\n", n, m);
-            forget_memo(); /* one wrong result must not vouch for the next samples */
-            memcpy(frames, W.check_frames, (size_t)m * sizeof(VALUE));
-            memcpy(lines, W.check_lines, (size_t)m * sizeof(int));
-            return m;
-        }
-    }
-    return n;
+    W.walked_ec = W.run_ec;
+    return W.verify && limit <= W.check_cap ? verify_walk(frames, lines, n, limit, same) : n;
+}
+
+int hk_stack_walk_checked(const VALUE **frames, const int **lines)
+{
+    *frames = W.check_frames;
+    *lines = W.check_lines;
+    return W.checked_n;
 }
 
 void hk_stack_walk_stop(void)
@@ -411,7 +561,10 @@ void hk_stack_walk_stop(void)
     free(W.memo);
     free(W.check_frames);
     free(W.check_lines);
+    free(W.last_frames);
+    free(W.last_lines);
     memset(&W, 0, sizeof(W));
+    generic_stop();
 }
 
 void hk_stack_walk_mark(void)
@@ -424,7 +577,7 @@ size_t hk_stack_walk_memsize(void)
 {
     return hk_pair_map_memsize(&W.ments) + hk_pair_map_memsize(&W.iseqs) + hk_pair_map_memsize(&W.lines) +
            (W.ments_cap + W.iseqs_cap) * sizeof(VALUE) + W.memo_cap * sizeof(memo) +
-           (size_t)W.check_cap * (sizeof(VALUE) + sizeof(int));
+           (size_t)W.check_cap * 2 * (sizeof(VALUE) + sizeof(int)) + (size_t)G.cap * (sizeof(VALUE) + sizeof(int));
 }
 
 const void *hk_stack_walk_leaf_slot(void)
@@ -454,19 +607,33 @@ HK_HOT int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf)
 #else /* no known control-frame layout: rb_profile_frames */
 
 const void *hk_stack_walk_leaf_slot(void) { return NULL; }
+int hk_stack_walk_checked(const VALUE **frames, const int **lines)
+{
+    *frames = NULL;
+    *lines = NULL;
+    return -1;
+}
+void hk_stack_walk_report_mismatch(const char *what, int n, int m, int same)
+{
+    (void)what; (void)n; (void)m; (void)same;
+    mismatches++;
+}
 const void *hk_stack_walk_thread(void) { return NULL; }
 int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf) { (void)slot; (void)leaf; return 0; }
 
 int hk_stack_walk_start(int limit)
 {
-    (void)limit;
+    generic_stop();
     kind = "rb_profile_frames";
-    return 0;
+    return generic_start(limit);
 }
-int hk_stack_walk(VALUE *frames, int *lines, int limit) { return rb_profile_frames(0, limit, frames, lines); }
-void hk_stack_walk_stop(void) {}
+int hk_stack_walk_since(VALUE *frames, int *lines, int limit, uint64_t known, int *same)
+{
+    return generic_walk(frames, lines, limit, known, same);
+}
+void hk_stack_walk_stop(void) { generic_stop(); }
 void hk_stack_walk_mark(void) {}
-size_t hk_stack_walk_memsize(void) { return 0; }
+size_t hk_stack_walk_memsize(void) { return (size_t)G.cap * (sizeof(VALUE) + sizeof(int)); }
 
 #endif
 
