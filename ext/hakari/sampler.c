@@ -16,6 +16,7 @@
 #include "sampler.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,8 +283,10 @@ HK_HOT static void sample_job(void *arg)
 {
     (void)arg;
     /* the sampler's own fields, which the job reads all over, left the cache
-     * since the last sample too: start loading all of them at once */
-    for (size_t off = 0; off < sizeof(S); off += 64) __builtin_prefetch((const char *)&S + off);
+     * since the last sample too: start loading all of them at once, but not
+     * the worker's pacer line, which the job never reads and which would only
+     * be pulled away from the worker's core */
+    for (size_t off = 0; off < offsetof(hk_sampler, pacer); off += 64) __builtin_prefetch((const char *)&S + off);
     if (!S.running || S.building) return;
     uint64_t t0 = cost_clock();
     take_sample();

@@ -149,21 +149,24 @@ _Static_assert(sizeof(memo) == 32, "two memo entries to a cache line");
 #define OUT_UNKNOWN 0xffff
 #define NO_DEPTH ((size_t)-1)
 
+/* What every sample reads comes first, in one cache line: between samples the
+ * program evicts it, and each line is a load from memory. */
 static struct {
-    int enabled, verify;
+    _Alignas(64) int enabled, verify;
     int checked_n;       /* verify mode: frames in check_frames from the latest walk, or -1 */
-    hk_pair_map ments;   /* method entry VALUE -> method type + 1 */
-    VALUE *ment_list; size_t nments, ments_cap;
-    hk_pair_map iseqs;   /* pinned iseq -> 1 */
-    VALUE *iseq_list; size_t niseqs, iseqs_cap;
-    hk_pair_map lines;   /* pc -> line + 1 */
-    memo *memo; size_t memo_cap; /* by distance from the root */
     int marks;           /* frames are marked (not under YJIT, nor with continuations) */
     size_t last_leaf;    /* depth of the previous walk's leaf when its whole result is in the memo, else NO_DEPTH */
     const vm_ec *run_ec; /* the stack of the previous walk */
     const vm_ec *walked_ec; /* the context the last walk read, NULL when it fell back */
-    int thread_ptr_ok;   /* ec->thread_ptr was checked against Thread.current at start */
     uint64_t run_start;  /* marks at or after this were written in the current run */
+    memo *memo; size_t memo_cap; /* by distance from the root */
+    /* then what a frame whose pc moved reads */
+    hk_pair_map lines;   /* pc -> line + 1 */
+    int thread_ptr_ok;   /* ec->thread_ptr was checked against Thread.current at start */
+    hk_pair_map ments;   /* method entry VALUE -> method type + 1 */
+    VALUE *ment_list; size_t nments, ments_cap;
+    hk_pair_map iseqs;   /* pinned iseq -> 1 */
+    VALUE *iseq_list; size_t niseqs, iseqs_cap;
     VALUE *check_frames; int *check_lines; int check_cap; /* verify mode's second walk */
     VALUE *last_frames; int *last_lines; int last_n;     /* verify mode: the previous result */
 } W;
