@@ -30,8 +30,10 @@ PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2,callback").split(",")
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "301"))
 SETUPS = %w[unprofiled hakari stackprof].freeze
 # part 1 also runs hakari at 250 Hz: stackprof's cpu mode gets only ~210 samples per CPU
-# second here (ITIMER_PROF fires on the kernel's 250 Hz tick), so this is the like-for-like row
-STEADY_SETUPS = (SETUPS + %w[hakari@250]).freeze
+# second here (ITIMER_PROF fires on the kernel's 250 Hz tick), so this is the like-for-like row;
+# and no profiler but a bare C thread that sleeps 1 ms at a time (CWork.sleeper_start): what the
+# wake-ups of any 1000 Hz timer thread alone cost the program, which stackprof does not pay
+STEADY_SETUPS = (SETUPS + %w[hakari@250 sleeper]).freeze
 WORKLOADS = %w[fib kramdown].freeze
 DEPTHS = [20, 200].freeze
 
@@ -108,6 +110,7 @@ def start_profiler(setup)
   when "hakari" then Hakari.start(mode: :cpu, frequency: 1000)
   when "hakari@250" then Hakari.start(mode: :cpu, frequency: 250)
   when "stackprof" then StackProf.start(mode: :cpu, interval: 1000)
+  when "sleeper" then CWork.sleeper_start
   end
 end
 
@@ -115,6 +118,7 @@ def stop_profiler(setup)
   case setup
   when "hakari", "hakari@250" then Hakari.stop
   when "stackprof" then StackProf.stop.then { StackProf.results }
+  when "sleeper" then CWork.sleeper_stop
   end
 end
 
@@ -156,7 +160,7 @@ end
 def samples_in(setup, result)
   case setup
   when "stackprof" then result[:samples]
-  when "unprofiled" then 0
+  when "unprofiled", "sleeper" then 0
   else result[:sample_count]
   end
 end
@@ -166,6 +170,8 @@ def child_interleaved(workload_name, rounds)
   work = workload(workload_name, :short)
   require "hakari"
   require "stackprof"
+  $LOAD_PATH.unshift File.expand_path("ext/cwork", __dir__)
+  require "cwork"
   3.times { STEADY_SETUPS.each { |s| steady_run(s, work) } }
   times = Hash.new { |h, k| h[k] = [] }
   rounds.times { |r| STEADY_SETUPS.rotate(r).each { |s| times[s] << steady_run(s, work) } }
@@ -268,7 +274,7 @@ end
 # ticks, so its samples are fewer and dearer.
 def print_per_sample(times, w, setups)
   base = median(times[[w, "unprofiled"]].map { |t| t[:thread] })
-  parts = (setups - ["unprofiled"]).map do |s|
+  parts = (setups - %w[unprofiled sleeper]).map do |s|
     samples = median(times[[w, s]].map { |t| t[:samples] })
     added = (median(ratios(times, w, s, "unprofiled", :thread)) - 1) * base
     format("%s %d (%.0f per CPU-second), %s", s, samples, samples / base,

@@ -8,6 +8,10 @@
  *   CWork.wake_cost_us(n)   CPU time one thread spends per wake-up when it does nothing
  *                           but sleep 1 ms, n times (GVL released): the floor under any
  *                           timer thread's cost on this machine, for bench/overhead.rb
+ *   CWork.sleeper_start / CWork.sleeper_stop
+ *                           a bare thread that sleeps 1 ms at a time until stopped: a
+ *                           setup of bench/overhead.rb, for what such a thread's wake-ups
+ *                           alone cost the program running beside it
  *
  * None of them reaches a Ruby safepoint while it runs, so a sampler can only see them
  * through samples deferred to the moment they return: that is exactly what the bench
@@ -16,6 +20,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <pthread.h>
+#include <string.h>
 #include <time.h>
 #include <ruby.h>
 #include <ruby/thread.h>
@@ -112,6 +118,39 @@ wake_cost_us(VALUE self, VALUE count)
     return DBL2NUM(w.us_per_wake);
 }
 
+static pthread_t sleeper;
+static int sleeper_on; /* read by the sleeper, written by the GVL holder */
+
+static void *
+sleeper_loop(void *arg)
+{
+    struct timespec ms = { 0, 1000000 };
+    while (__atomic_load_n(&sleeper_on, __ATOMIC_RELAXED)) clock_nanosleep(CLOCK_MONOTONIC, 0, &ms, NULL);
+    return arg;
+}
+
+static VALUE
+sleeper_start(VALUE self)
+{
+    if (__atomic_load_n(&sleeper_on, __ATOMIC_RELAXED)) rb_raise(rb_eRuntimeError, "the sleeper is already running");
+    __atomic_store_n(&sleeper_on, 1, __ATOMIC_RELAXED);
+    int rc = pthread_create(&sleeper, NULL, sleeper_loop, NULL);
+    if (rc) {
+        __atomic_store_n(&sleeper_on, 0, __ATOMIC_RELAXED);
+        rb_raise(rb_eRuntimeError, "pthread_create failed: %s", strerror(rc));
+    }
+    return Qnil;
+}
+
+static VALUE
+sleeper_stop(VALUE self)
+{
+    if (!__atomic_load_n(&sleeper_on, __ATOMIC_RELAXED)) return Qnil;
+    __atomic_store_n(&sleeper_on, 0, __ATOMIC_RELAXED);
+    pthread_join(sleeper, NULL);
+    return Qnil;
+}
+
 void
 Init_cwork(void)
 {
@@ -121,4 +160,6 @@ Init_cwork(void)
     rb_define_module_function(m, "sleep_release", sleep_release, 1);
     rb_define_module_function(m, "clock_cost_ns", clock_cost_ns, 1);
     rb_define_module_function(m, "wake_cost_us", wake_cost_us, 1);
+    rb_define_module_function(m, "sleeper_start", sleeper_start, 0);
+    rb_define_module_function(m, "sleeper_stop", sleeper_stop, 0);
 }
