@@ -26,10 +26,11 @@ int hk_stack_walk_start(int limit);
 /* ctx: GVL (the sampling job). Like rb_profile_frames(0, limit, frames, lines),
  * but what the caller already has is not copied again. known: the number
  * (hk_stack_walk_number) of the walk whose frames the caller still holds, at
- * their distances from the root; 0 for none. *same receives how many frames,
- * counted from the root, are equal (frame and line) to that walk's at the same
- * distance from the root; it is 0 unless known was the walk just before this
- * one, and 0 when the result was cut at limit. Only frames [0, n - *same) and
+ * their distances from the root; 0 for none. *same receives a number of
+ * frames, counted from the root, that are equal (frame and line) to that
+ * walk's at the same distance from the root (not always all such frames); it
+ * is 0 unless known was the walk just before this one, and 0 when the result
+ * was cut at limit. Only frames [0, n - *same) and
  * frame 0 (the leaf) are sure to be written. Consecutive samples share most
  * of their stack, so at any depth a sample costs what changed. */
 int hk_stack_walk_since(VALUE *frames, int *lines, int limit, uint64_t known, int *same);
