@@ -61,7 +61,7 @@ typedef struct hk_sampler_stats {
     uint64_t dropped_count;    /* samples lost (no frames, out of memory) */
     uint64_t moved_count;      /* samples given to the stack running at the tick, not to calls made after it */
     uint64_t sampling_time_ns; /* time spent inside the sampling callback */
-    uint64_t stack_walk_time_ns; /* of which inside Ruby's rb_profile_frames */
+    uint64_t stack_walk_time_ns; /* of which reading the stack (stack_walk.h) */
     uint64_t timer_cpu_ns;     /* CPU used by the timer's worker thread */
     uint64_t thread_count;
     uint64_t unique_frames, unique_stacks; /* set by hk_sampler_build_profile; stacks: (stack, thread) pairs sampled */

@@ -527,7 +527,7 @@ static int verify_walk(VALUE *frames, int *lines, int n, int limit, int *same)
     }
     memcpy(W.last_frames, W.check_frames, (size_t)m * sizeof(VALUE));
     memcpy(W.last_lines, W.check_lines, (size_t)m * sizeof(int));
-    W.last_n = m;
+    W.last_n = m < limit ? m : 0; /* a cut result's root side is unknown: nothing may be claimed unchanged after it */
     return n;
 }
 
