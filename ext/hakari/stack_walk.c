@@ -317,6 +317,23 @@ HK_HOT static void count_frames(size_t from, size_t to, unsigned below)
     }
 }
 
+/* How many frames the walk gives from the root below depth `changed`: all
+ * equal to the previous walk's (vm_walk) */
+static unsigned kept_from_root(size_t changed, size_t prev_leaf)
+{
+    if (!changed || prev_leaf == NO_DEPTH) return 0;
+    unsigned out = W.memo[changed - 1].out;
+    return out == OUT_UNKNOWN ? 0 : out;
+}
+
+/* A walk whose result is whole (not cut at limit): the memo holds it up to
+ * the leaf for the next walk to compare with, and kept of it is unchanged. */
+static void walk_whole(size_t leaf_depth, unsigned kept, int *same)
+{
+    if (leaf_depth < W.memo_cap) W.last_leaf = leaf_depth;
+    *same = (int)kept;
+}
+
 /* -1: this sample needs rb_profile_frames. known and *same: hk_stack_walk_since;
  * unless copy_all, the frames it counts in *same may be left unwritten. */
 HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, int copy_all, int *same)
@@ -363,12 +380,9 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
              * not: their results are the memo's, and the previous walk's */
             unsigned below = depth ? W.memo[depth - 1].out : 0;
             count_frames(depth, leaf_depth, below);
-            unsigned kept_from_root = changed && prev_leaf != NO_DEPTH ? W.memo[changed - 1].out : 0;
-            if (kept_from_root == OUT_UNKNOWN) kept_from_root = 0;
-            if (!copy_all && n > 0 && kept_from_root >= below && below != OUT_UNKNOWN &&
-                (size_t)n + below < (size_t)limit) {
-                if (leaf_depth < W.memo_cap) W.last_leaf = leaf_depth;
-                *same = (int)kept_from_root;
+            unsigned kept = kept_from_root(changed, prev_leaf);
+            if (!copy_all && n > 0 && kept >= below && below != OUT_UNKNOWN && (size_t)n + below < (size_t)limit) {
+                walk_whole(leaf_depth, kept, same);
                 return n + (int)below;
             }
             for (size_t d = depth; d-- > 0 && n < limit;) {
@@ -378,10 +392,7 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
                     lines[n++] = W.memo[d].line;
                 }
             }
-            if (n < limit) { /* whole, not cut at limit */
-                if (leaf_depth < W.memo_cap) W.last_leaf = leaf_depth;
-                *same = (int)kept_from_root;
-            }
+            if (n < limit) walk_whole(leaf_depth, kept, same);
             return n;
         }
         if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
@@ -392,11 +403,7 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
         return n;
     }
     count_frames(0, leaf_depth, 0);
-    if (n < limit && leaf_depth < W.memo_cap) {
-        W.last_leaf = leaf_depth;
-        unsigned kept_from_root = changed && prev_leaf != NO_DEPTH ? W.memo[changed - 1].out : 0;
-        *same = kept_from_root == OUT_UNKNOWN ? 0 : (int)kept_from_root;
-    }
+    if (n < limit) walk_whole(leaf_depth, kept_from_root(changed, prev_leaf), same);
     return n;
 }
 
