@@ -430,6 +430,14 @@ static int same_walk(const VALUE *f1, const int *l1, int n1, const VALUE *f2, co
     return 1;
 }
 
+/* rb_profile_frames for every sample: 0, or -1 (out of memory) with everything freed */
+static int start_generic_or_stop(int limit)
+{
+    if (generic_start(limit) == 0) return 0;
+    hk_stack_walk_stop();
+    return -1;
+}
+
 int hk_stack_walk_start(int limit)
 {
     hk_stack_walk_stop();
@@ -445,7 +453,7 @@ int hk_stack_walk_start(int limit)
     W.last_lines = malloc((size_t)limit * sizeof(int));
     /* room for a program's worth of methods and lines before the job has to
      * grow a table (a realloc in the program's heap can take 100 µs: sampler.c) */
-    if (!W.memo || !W.check_frames || !W.check_lines || !W.last_frames || !W.last_lines || generic_start(limit) < 0 ||
+    if (!W.memo || !W.check_frames || !W.check_lines || !W.last_frames || !W.last_lines ||
         hk_pair_map_reserve(&W.ments, 2048) < 0 ||
         hk_pair_map_reserve(&W.iseqs, 2048) < 0 || hk_pair_map_reserve(&W.lines, 8192) < 0 ||
         hk_array_grow((void **)&W.ment_list, &W.ments_cap, 2048, sizeof(VALUE)) < 0 ||
@@ -455,7 +463,7 @@ int hk_stack_walk_start(int limit)
     }
     if (how && strcmp(how, "ruby") == 0) {
         kind = "rb_profile_frames (HAKARI_STACK_WALK=ruby)";
-        return 0;
+        return start_generic_or_stop(limit);
     }
     /* the self-check: this very stack, both ways */
     VALUE *f = malloc((size_t)limit * sizeof(VALUE));
@@ -482,7 +490,8 @@ int hk_stack_walk_start(int limit)
                              : "vm control frames (its thread check failed: threads found by Thread.current)";
     free(f);
     free(l);
-    return 0;
+    /* the control-frame walker's fallback compares nothing with the previous walk */
+    return W.enabled ? 0 : start_generic_or_stop(limit);
 }
 
 /* the memo may be wrong: no frame's mark may vouch for it */
