@@ -282,11 +282,12 @@ drop:
 HK_HOT static void sample_job(void *arg)
 {
     (void)arg;
-    /* the sampler's own fields, which the job reads all over, left the cache
-     * since the last sample too: start loading all of them at once, but not
-     * the worker's pacer line, which the job never reads and which would only
-     * be pulled away from the worker's core */
+    /* the sampler's own fields, which the job reads all over, and the
+     * walker's, left the cache since the last sample: start loading all of
+     * them at once, but not the worker's pacer line, which the job never reads
+     * and which would only be pulled away from the worker's core */
     for (size_t off = 0; off < offsetof(hk_sampler, pacer); off += 64) __builtin_prefetch((const char *)&S + off);
+    hk_stack_walk_prefetch();
     if (!S.running || S.building) return;
     uint64_t t0 = cost_clock();
     take_sample();

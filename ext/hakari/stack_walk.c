@@ -149,10 +149,12 @@ _Static_assert(sizeof(memo) == 32, "two memo entries to a cache line");
 #define OUT_UNKNOWN 0xffff
 #define NO_DEPTH ((size_t)-1)
 
-/* What every sample reads comes first, in one cache line: between samples the
- * program evicts it, and each line is a load from memory. */
+/* What every sample reads comes first, in two cache lines that the job starts
+ * loading before anything else (hk_stack_walk_prefetch): between samples the
+ * program evicts them, and each line is a load from memory. */
 static struct {
-    _Alignas(64) int enabled, verify;
+    _Alignas(64) int enabled; /* (an alignment applies to every name declared with it) */
+    int verify;
     int checked_n;       /* verify mode: frames in check_frames from the latest walk, or -1 */
     int marks;           /* frames are marked (not under YJIT, nor with continuations) */
     size_t last_leaf;    /* depth of the previous walk's leaf when its whole result is in the memo, else NO_DEPTH */
@@ -160,9 +162,16 @@ static struct {
     const vm_ec *walked_ec; /* the context the last walk read, NULL when it fell back */
     uint64_t run_start;  /* marks at or after this were written in the current run */
     memo *memo; size_t memo_cap; /* by distance from the root */
-    /* then what a frame whose pc moved reads */
-    hk_pair_map lines;   /* pc -> line + 1 */
+    /* The previous walk's leaf and result, when whole (last_leaf): a stack
+     * that has not changed since is answered from these two lines alone. */
+    const vm_frame *leaf_cfp;
+    const VALUE *leaf_pc;
+    VALUE first_frame;   /* its frames[0] and lines[0] */
+    int first_line;
+    int result_n;        /* its frame count */
     int thread_ptr_ok;   /* ec->thread_ptr was checked against Thread.current at start */
+    /* then what a frame whose pc moved reads */
+    _Alignas(64) hk_pair_map lines; /* pc -> line + 1 */
     hk_pair_map ments;   /* method entry VALUE -> method type + 1 */
     VALUE *ment_list; size_t nments, ments_cap;
     hk_pair_map iseqs;   /* pinned iseq -> 1 */
@@ -170,6 +179,7 @@ static struct {
     VALUE *check_frames; int *check_lines; int check_cap; /* verify mode's second walk */
     VALUE *last_frames; int *last_lines; int last_n;     /* verify mode: the previous result */
 } W;
+_Static_assert(offsetof(__typeof__(W), lines) == 128, "what a sample reads: two cache lines");
 
 static int pin(hk_pair_map *m, VALUE **list, size_t *n, size_t *cap, VALUE v, uint32_t val)
 {
@@ -326,12 +336,21 @@ static unsigned kept_from_root(size_t changed, size_t prev_leaf)
     return out == OUT_UNKNOWN ? 0 : out;
 }
 
-/* A walk whose result is whole (not cut at limit): the memo holds it up to
- * the leaf for the next walk to compare with, and kept of it is unchanged. */
-static void walk_whole(size_t leaf_depth, unsigned kept, int *same)
+/* A walk whose result (n frames, read from the leaf control frame cfp) is
+ * whole, not cut at limit: the memo holds it up to the leaf for the next walk
+ * to compare with, and kept of it is unchanged. */
+static void walk_whole(const vm_frame *cfp, size_t leaf_depth, const VALUE *frames, const int *lines, int n,
+                       unsigned kept, int *same)
 {
     if (leaf_depth < W.memo_cap) W.last_leaf = leaf_depth;
     *same = (int)kept;
+    W.leaf_cfp = cfp;
+    W.leaf_pc = cfp->pc;
+    W.result_n = n;
+    if (n > 0) {
+        W.first_frame = frames[0];
+        W.first_line = lines[0];
+    }
 }
 
 /* -1: this sample needs rb_profile_frames. known and *same: hk_stack_walk_since;
@@ -353,6 +372,18 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
     size_t leaf_depth = (size_t)(end - ec->cfp) - 1;
     /* the lowest depth whose result is not the previous walk's */
     size_t changed = prev_leaf == NO_DEPTH ? 0 : (leaf_depth < prev_leaf ? leaf_depth : prev_leaf) + 1;
+    /* The previous walk's leaf control frame, not pushed again since (its mark)
+     * and at the same pc: the thread is where it was, its callers have not run,
+     * the result is the previous walk's, which the caller holds. Between
+     * samples the program evicts the memo: this reads none of it. */
+    if (!copy_all && prev_leaf == leaf_depth && ec->cfp == W.leaf_cfp && ec->cfp->pc == W.leaf_pc &&
+        W.result_n > 0 && W.result_n < limit && trusted_mark(ec->cfp, leaf_depth, seq)) {
+        frames[0] = W.first_frame;
+        lines[0] = W.first_line;
+        W.last_leaf = leaf_depth;
+        *same = W.result_n;
+        return W.result_n;
+    }
     /* a leaf that vouches for its callers is all this walk reads: no window to load */
     if (!trusted_mark(ec->cfp, leaf_depth, seq))
         for (const vm_frame *f = ec->cfp; f < end && f < ec->cfp + PREFETCH_AHEAD; f++) prefetch_frame(f, end);
@@ -382,7 +413,7 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
             count_frames(depth, leaf_depth, below);
             unsigned kept = kept_from_root(changed, prev_leaf);
             if (!copy_all && n > 0 && kept >= below && below != OUT_UNKNOWN && (size_t)n + below < (size_t)limit) {
-                walk_whole(leaf_depth, kept, same);
+                walk_whole(ec->cfp, leaf_depth, frames, lines, n + (int)below, kept, same);
                 return n + (int)below;
             }
             for (size_t d = depth; d-- > 0 && n < limit;) {
@@ -392,7 +423,7 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
                     lines[n++] = W.memo[d].line;
                 }
             }
-            if (n < limit) walk_whole(leaf_depth, kept, same);
+            if (n < limit) walk_whole(ec->cfp, leaf_depth, frames, lines, n, kept, same);
             return n;
         }
         if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
@@ -403,7 +434,7 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
         return n;
     }
     count_frames(0, leaf_depth, 0);
-    if (n < limit) walk_whole(leaf_depth, kept_from_root(changed, prev_leaf), same);
+    if (n < limit) walk_whole(ec->cfp, leaf_depth, frames, lines, n, kept_from_root(changed, prev_leaf), same);
     return n;
 }
 
@@ -547,6 +578,13 @@ static int verify_walk(VALUE *frames, int *lines, int n, int limit, int *same)
     return n;
 }
 
+void hk_stack_walk_prefetch(void)
+{
+    __builtin_prefetch(&W);
+    __builtin_prefetch((const char *)&W + 64);
+    __builtin_prefetch(&walks, 1);
+}
+
 HK_HOT int hk_stack_walk_since(VALUE *frames, int *lines, int limit, uint64_t known, int *same)
 {
     W.walked_ec = NULL;
@@ -624,6 +662,8 @@ HK_HOT int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf)
 }
 
 #else /* no known control-frame layout: rb_profile_frames */
+
+void hk_stack_walk_prefetch(void) {}
 
 const void *hk_stack_walk_leaf_slot(void) { return NULL; }
 int hk_stack_walk_checked(const VALUE **frames, const int **lines)

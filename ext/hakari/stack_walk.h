@@ -34,6 +34,9 @@ int hk_stack_walk_start(int limit);
  * frame 0 (the leaf) are sure to be written. Consecutive samples share most
  * of their stack, so at any depth a sample costs what changed. */
 int hk_stack_walk_since(VALUE *frames, int *lines, int limit, uint64_t known, int *same);
+/* ctx: GVL. Starts loading what the next walk reads first, so that it arrives
+ * together with the caller's own state rather than after it. */
+void hk_stack_walk_prefetch(void);
 /* ctx: GVL. The number of the latest walk: never 0, never reused. */
 uint64_t hk_stack_walk_number(void);
 /* ctx: GVL, after hk_stack_walk_since. HAKARI_STACK_WALK=verify: the frames
