@@ -389,7 +389,7 @@ static size_t root_memsize(const void *ptr) { return hk_sampler_memsize() + hk_t
 static const rb_data_type_t root_type = {
     "Hakari::SamplerRoot", {root_mark, NULL, root_memsize, NULL, {0}}, NULL, NULL, 0};
 
-void Init_hakari(void)
+RUBY_FUNC_EXPORTED void Init_hakari(void)
 {
     id_cpu = rb_intern("cpu");
     id_wall = rb_intern("wall");

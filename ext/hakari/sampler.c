@@ -173,14 +173,18 @@ HK_HOT static void prefetch_previous_sample(void)
 {
     if (S.key_n > 0) __builtin_prefetch(&KEY_POS(S.key_n - 1));
     if (S.key_stack >= 0 && (size_t)S.key_stack < S.agg_cap) __builtin_prefetch(&S.agg_rows[S.key_stack]);
-    if (S.last_thread < S.nthreads) __builtin_prefetch(&S.threads[S.last_thread]);
+    if (S.last_thread < S.nthreads) {
+        /* 48 bytes: every other one spans two lines */
+        __builtin_prefetch(&S.threads[S.last_thread]);
+        __builtin_prefetch((const char *)&S.threads[S.last_thread + 1] - 1);
+    }
     __builtin_prefetch((const void *)&S.tick);
 }
 
 /* The callback's cost is counted on the TSC where the kernel trusts it: four
  * reads per sample at a few cycles each, against ~25 ns for clock_gettime, in
  * a callback that should cost under a microsecond. Scaled to ns in fill_stats. */
-static inline uint64_t cost_clock(void) { return tsc_usable ? hk_tsc() : (uint64_t)hk_clock_ns(CLOCK_MONOTONIC); }
+static inline uint64_t cost_clock(void) { return S.cost_tsc ? hk_tsc() : (uint64_t)hk_clock_ns(CLOCK_MONOTONIC); }
 
 /* The sampled thread: the previous sample's when the walk read a stack of the
  * same VM thread, else looked up by Thread.current. NULL: out of memory. */
@@ -383,6 +387,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     }
     free_tables(); /* leftovers of a session cut short by fork */
     S.cfg = *cfg;
+    S.cost_tsc = tsc_usable;
     size_t depth = (size_t)cfg->max_depth + 1 + HK_OWN_FRAMES;
     S.frame_buf = malloc(depth * sizeof(VALUE));
     S.line_buf = malloc(depth * sizeof(int));
@@ -444,7 +449,7 @@ static void fill_stats(hk_sampler_stats *st)
     /* TSC ticks -> ns, calibrated against the monotonic clock since start */
     double scale = 1.0;
     uint64_t ticks = hk_tsc() - S.start_tsc;
-    if (tsc_usable && ticks > 0) scale = (double)st->duration_ns / (double)ticks;
+    if (S.cost_tsc && ticks > 0) scale = (double)st->duration_ns / (double)ticks;
     st->sampling_time_ns = (uint64_t)((double)S.sampling_time * scale);
     st->stack_walk_time_ns = (uint64_t)((double)S.stack_walk_time * scale);
     st->thread_count = S.nseq;

@@ -146,6 +146,7 @@ typedef struct hk_sampler {
     size_t last_thread; /* index of the previous sample's thread (checked before use) */
     uint64_t sampling_count, sample_count, dropped_count, moved_count;
     uint64_t sampling_time, stack_walk_time; /* in cost_clock units: TSC ticks or ns (sampler.c) */
+    int cost_tsc;       /* those units are TSC ticks: the module's tsc_usable, here where the job's loads already go */
     uint64_t start_tsc;
     uint64_t replaced_timer_cpu_ns; /* CPU of a worker that perf clocks' fallback replaced */
     int open_events, max_events; /* counters open now; the most the descriptor limit allows */

@@ -89,7 +89,7 @@ static int generic_walk(VALUE *frames, int *lines, int limit, uint64_t known, in
     return n;
 }
 
-uint64_t hk_stack_walk_number(void) { return walks; }
+HK_HOT uint64_t hk_stack_walk_number(void) { return walks; }
 
 #ifdef HK_VM_LAYOUT_31
 
@@ -578,7 +578,7 @@ static int verify_walk(VALUE *frames, int *lines, int n, int limit, int *same)
     return n;
 }
 
-void hk_stack_walk_prefetch(void)
+HK_HOT void hk_stack_walk_prefetch(void)
 {
     __builtin_prefetch(&W);
     __builtin_prefetch((const char *)&W + 64);
@@ -637,12 +637,12 @@ size_t hk_stack_walk_memsize(void)
            (size_t)W.check_cap * 2 * (sizeof(VALUE) + sizeof(int)) + (size_t)G.cap * (sizeof(VALUE) + sizeof(int));
 }
 
-const void *hk_stack_walk_leaf_slot(void)
+HK_HOT const void *hk_stack_walk_leaf_slot(void)
 {
     return W.walked_ec ? (const void *)&W.walked_ec->cfp : NULL;
 }
 
-const void *hk_stack_walk_thread(void) { return W.walked_ec && W.thread_ptr_ok ? W.walked_ec->thread_ptr : NULL; }
+HK_HOT const void *hk_stack_walk_thread(void) { return W.walked_ec && W.thread_ptr_ok ? W.walked_ec->thread_ptr : NULL; }
 
 /* The frames returned by the last walk are in the memo, by depth: those
  * deeper than the tick's leaf were pushed after it. The leaf value may be
