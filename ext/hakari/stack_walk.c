@@ -164,8 +164,7 @@ static struct {
     memo *memo; size_t memo_cap; /* by distance from the root */
     /* The previous walk's leaf and result, when whole (last_leaf): a stack
      * that has not changed since is answered from these two lines alone. */
-    const vm_frame *leaf_cfp;
-    const VALUE *leaf_pc;
+    const VALUE *leaf_pc; /* its leaf's pc (the leaf is at depth last_leaf of run_ec) */
     VALUE first_frame;   /* its frames[0] and lines[0] */
     int first_line;
     int result_n;        /* its frame count */
@@ -336,16 +335,15 @@ static unsigned kept_from_root(size_t changed, size_t prev_leaf)
     return out == OUT_UNKNOWN ? 0 : out;
 }
 
-/* A walk whose result (n frames, read from the leaf control frame cfp) is
- * whole, not cut at limit: the memo holds it up to the leaf for the next walk
- * to compare with, and kept of it is unchanged. */
-static void walk_whole(const vm_frame *cfp, size_t leaf_depth, const VALUE *frames, const int *lines, int n,
+/* A walk whose result (n frames, its leaf at leaf_pc) is whole, not cut at
+ * limit: the memo holds it up to the leaf for the next walk to compare with,
+ * and kept of it is unchanged. */
+static void walk_whole(const VALUE *leaf_pc, size_t leaf_depth, const VALUE *frames, const int *lines, int n,
                        unsigned kept, int *same)
 {
     if (leaf_depth < W.memo_cap) W.last_leaf = leaf_depth;
     *same = (int)kept;
-    W.leaf_cfp = cfp;
-    W.leaf_pc = cfp->pc;
+    W.leaf_pc = leaf_pc;
     W.result_n = n;
     if (n > 0) {
         W.first_frame = frames[0];
@@ -372,11 +370,12 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
     size_t leaf_depth = (size_t)(end - ec->cfp) - 1;
     /* the lowest depth whose result is not the previous walk's */
     size_t changed = prev_leaf == NO_DEPTH ? 0 : (leaf_depth < prev_leaf ? leaf_depth : prev_leaf) + 1;
-    /* The previous walk's leaf control frame, not pushed again since (its mark)
-     * and at the same pc: the thread is where it was, its callers have not run,
-     * the result is the previous walk's, which the caller holds. Between
-     * samples the program evicts the memo: this reads none of it. */
-    if (!copy_all && prev_leaf == leaf_depth && ec->cfp == W.leaf_cfp && ec->cfp->pc == W.leaf_pc &&
+    /* The previous walk's leaf control frame (the same depth of the same
+     * stack), not pushed again since (its mark) and at the same pc: the thread
+     * is where it was, its callers have not run, the result is the previous
+     * walk's, which the caller holds. Between samples the program evicts the
+     * memo: this reads none of it. */
+    if (!copy_all && prev_leaf == leaf_depth && ec->cfp->pc == W.leaf_pc &&
         W.result_n > 0 && W.result_n < limit && trusted_mark(ec->cfp, leaf_depth, seq)) {
         frames[0] = W.first_frame;
         lines[0] = W.first_line;
@@ -413,7 +412,7 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
             count_frames(depth, leaf_depth, below);
             unsigned kept = kept_from_root(changed, prev_leaf);
             if (!copy_all && n > 0 && kept >= below && below != OUT_UNKNOWN && (size_t)n + below < (size_t)limit) {
-                walk_whole(ec->cfp, leaf_depth, frames, lines, n + (int)below, kept, same);
+                walk_whole(ec->cfp->pc, leaf_depth, frames, lines, n + (int)below, kept, same);
                 return n + (int)below;
             }
             for (size_t d = depth; d-- > 0 && n < limit;) {
@@ -423,7 +422,7 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
                     lines[n++] = W.memo[d].line;
                 }
             }
-            if (n < limit) walk_whole(ec->cfp, leaf_depth, frames, lines, n, kept, same);
+            if (n < limit) walk_whole(ec->cfp->pc, leaf_depth, frames, lines, n, kept, same);
             return n;
         }
         if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
@@ -434,7 +433,7 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
         return n;
     }
     count_frames(0, leaf_depth, 0);
-    if (n < limit) walk_whole(ec->cfp, leaf_depth, frames, lines, n, kept_from_root(changed, prev_leaf), same);
+    if (n < limit) walk_whole(ec->cfp->pc, leaf_depth, frames, lines, n, kept_from_root(changed, prev_leaf), same);
     return n;
 }
 
