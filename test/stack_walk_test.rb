@@ -6,7 +6,7 @@ require "open3"
 require "rbconfig"
 require "zlib"
 
-# The control-frame walker (stack_walk.c) must give exactly what
+# The control-frame walker (stack_walk_vm.c) must give exactly what
 # rb_profile_frames gives. HAKARI_STACK_WALK=verify walks both ways at every
 # sample and counts the samples on which they differ.
 class StackWalkTest < Minitest::Test

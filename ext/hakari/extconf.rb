@@ -20,7 +20,7 @@ have_func("process_vm_readv", "sys/uio.h") # the worker's fault-free read of a t
 have_func("pthread_getcpuclockid", "pthread.h")
 have_func("rb_class_attached_object", "ruby.h")
 
-# The control-frame stack walker (stack_walk.c) reads Ruby 3.1's private frame
+# The control-frame stack walker (stack_walk_vm.c) reads Ruby 3.1's private frame
 # layout. A layout has no symbol to probe, so this one check goes by the API
 # version; the two private symbols it calls must also link, and at run time it is
 # checked against rb_profile_frames at every start.

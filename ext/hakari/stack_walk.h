@@ -6,7 +6,7 @@
  * the cache everything rb_profile_frames touches: a method entry, its
  * definition, the iseq, its body and its line table for every frame, one
  * dependent miss after another. Where this Ruby's control-frame layout is
- * known (stack_walk.c), the walker reads the control frames itself and
+ * known (stack_walk_vm.c), the walker reads the control frames itself and
  * resolves a frame only when it differs from the frame at the same depth in
  * the previous sample; line numbers come from a cache keyed by the program
  * counter. Elsewhere, or when its start-up self-check fails, it is

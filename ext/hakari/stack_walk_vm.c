@@ -1,0 +1,600 @@
+/* stack_walk_vm.c — the control-frame walker (see stack_walk.h), and its
+ * verify mode.
+ *
+ * The control-frame walker reproduces rb_profile_frames (vm_backtrace.c):
+ * walking from the leaf to the root, a Ruby frame gives its method entry when
+ * that is an iseq method, else its iseq, and the line its pc is at; a C frame
+ * gives its method entry when that is a C function, and line 0; any other
+ * frame is skipped. It differs only in what it reads to get there:
+ *  - a method entry is known by its address once seen: the entries it has seen
+ *    are pinned (marked, never moved or freed), so an address it knows cannot
+ *    have come to mean another object;
+ *  - a line is looked up by pc: the iseqs it has read lines of are pinned, so
+ *    the instruction buffers their pcs point into stay alive and unique;
+ *  - a frame whose iseq, pc, kind and method entry equal those of the frame at
+ *    the same distance from the root in the previous sample takes that frame's
+ *    result without a lookup;
+ *  - the frames below one that has not returned since the previous walk are
+ *    that walk's, and the caller, who has kept them, is told how many there
+ *    are instead of being handed them again (hk_stack_walk_since).
+ * A private layout cannot be probed the way a function can: this one is
+ * Ruby 3.1's (rb_control_frame_t and the leading fields of
+ * rb_execution_context_t in vm_core.h), compiled only for that API version
+ * (extconf.rb), and checked against rb_profile_frames at every start.
+ * Tables use malloc and grow only on a new method, iseq or pc.
+ */
+#include "stack_walk.h"
+#include "stack_walk_internal.h"
+
+#ifdef HK_VM_LAYOUT_31
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <ruby/debug.h>
+
+#include "buf.h"
+#include "hot.h"
+#include "pair_map.h"
+
+/* Ruby 3.1's rb_control_frame_t */
+typedef struct vm_frame {
+    const VALUE *pc;
+    VALUE *sp;
+    const void *iseq;
+    VALUE self;
+    const VALUE *ep;
+    const void *block_code;
+    VALUE *bp;
+    void *jit_return;
+} vm_frame;
+
+/* the leading fields of rb_execution_context_t */
+typedef struct vm_ec {
+    VALUE *vm_stack;
+    size_t vm_stack_size; /* in VALUEs; the control frames end where the stack does */
+    vm_frame *cfp;        /* the leaf frame */
+    void *tag;
+    uint32_t interrupt_flag, interrupt_mask;
+    void *fiber_ptr;
+    const void *thread_ptr; /* the thread's rb_thread_t, which its Thread object wraps */
+} vm_ec;
+
+extern __thread vm_ec *ruby_current_ec;          /* vm.c; exported by libruby */
+unsigned int rb_iseq_line_no(const void *iseq, size_t pos); /* iseq.c; exported */
+
+/* env data around ep (vm_core.h) */
+#define EP_ME_CREF (-2)
+#define EP_SPECVAL (-1)
+#define EP_FLAGS 0
+#define FRAME_FLAG_CFRAME 0x0080
+#define ENV_FLAG_LOCAL 0x0002
+/* imemo types (internal/imemo.h) and method types (method.h) */
+#define IMEMO_TYPE(v) ((RBASIC(v)->flags >> RUBY_FL_USHIFT) & 0x0f)
+#define IMEMO_SVAR 2
+#define IMEMO_MENT 6
+#define METHOD_TYPE_ISEQ 0
+#define METHOD_TYPE_CFUNC 1
+#define NO_ME_TYPE 0xff
+
+/* the result for one control frame, and what it was computed from: 32 bytes,
+ * two to a cache line. A pc points into the instruction buffer of one live
+ * (pinned) iseq, so the pc stands for the iseq too; C frames have none. */
+typedef struct memo {
+    const VALUE *pc;
+    VALUE me;          /* resolved method entry (pinned), or 0 */
+    VALUE frame;       /* 0: skipped */
+    int line;
+    uint8_t cframe;    /* a C frame */
+    uint8_t me_type;   /* the method type of me, or NO_ME_TYPE */
+    uint16_t out;      /* frames the walk gives from the root up to this depth, or OUT_UNKNOWN */
+} memo;
+_Static_assert(sizeof(memo) == 32, "two memo entries to a cache line");
+#define OUT_UNKNOWN 0xffff
+#define NO_DEPTH ((size_t)-1)
+
+/* What every sample reads comes first, in two cache lines that the job starts
+ * loading before anything else (hk_stack_walk_prefetch): between samples the
+ * program evicts them, and each line is a load from memory. */
+static struct {
+    _Alignas(64) int enabled; /* (an alignment applies to every name declared with it) */
+    int verify;
+    int checked_n;       /* verify mode: frames in check_frames from the latest walk, or -1 */
+    int marks;           /* frames are marked (not under YJIT, nor with continuations) */
+    size_t last_leaf;    /* depth of the previous walk's leaf when its whole result is in the memo, else NO_DEPTH */
+    const vm_ec *run_ec; /* the stack of the previous walk */
+    const vm_ec *walked_ec; /* the context the last walk read, NULL when it fell back */
+    uint64_t run_start;  /* marks at or after this were written in the current run */
+    memo *memo; size_t memo_cap; /* by distance from the root */
+    /* The previous walk's leaf and result, when whole (last_leaf): a stack
+     * that has not changed since is answered from these two lines alone. */
+    const VALUE *leaf_pc; /* its leaf's pc (the leaf is at depth last_leaf of run_ec) */
+    VALUE first_frame;   /* its frames[0] and lines[0] */
+    int first_line;
+    int result_n;        /* its frame count */
+    int thread_ptr_ok;   /* ec->thread_ptr was checked against Thread.current at start */
+    /* then what a frame whose pc moved reads */
+    _Alignas(64) hk_pair_map lines; /* pc -> line + 1 */
+    hk_pair_map ments;   /* method entry VALUE -> method type + 1 */
+    VALUE *ment_list; size_t nments, ments_cap;
+    hk_pair_map iseqs;   /* pinned iseq -> 1 */
+    VALUE *iseq_list; size_t niseqs, iseqs_cap;
+    VALUE *check_frames; int *check_lines; int check_cap; /* verify mode's second walk */
+    VALUE *last_frames; int *last_lines; int last_n;     /* verify mode: the previous result */
+} W;
+_Static_assert(offsetof(__typeof__(W), lines) == 128, "what a sample reads: two cache lines");
+
+static int pin(hk_pair_map *m, VALUE **list, size_t *n, size_t *cap, VALUE v, uint32_t val)
+{
+    if (hk_array_grow((void **)list, cap, *n + 1, sizeof(VALUE)) < 0 || hk_pair_map_put(m, (uint64_t)v, 0, val) < 0)
+        return -1;
+    (*list)[(*n)++] = v;
+    return 0;
+}
+
+/* check_method_entry: the method entry v is or (an svar) holds. hint: the
+ * entry found at this depth in the previous sample (pinned), and its type.
+ * -1: out of memory. */
+HK_HOT static int method_entry(VALUE v, int can_be_svar, const memo *hint, VALUE *me, uint8_t *type)
+{
+    uint32_t t;
+    *me = 0;
+    *type = NO_ME_TYPE;
+    if (v == Qfalse) return 0;
+    if (hint && v == hint->me) {
+        *me = v;
+        *type = hint->me_type;
+        return 0;
+    }
+    if (hk_pair_map_get(&W.ments, (uint64_t)v, 0, &t)) {
+        *me = v;
+        *type = (uint8_t)(t - 1);
+        return 0;
+    }
+    switch (IMEMO_TYPE(v)) {
+    case IMEMO_MENT: {
+        /* rb_callable_method_entry_t: flags, defined_class, def; the definition's 4-bit type comes first */
+        const unsigned int *def = *(const unsigned int *const *)((const char *)v + 2 * sizeof(VALUE));
+        t = *def & 0x0f;
+        if (pin(&W.ments, &W.ment_list, &W.nments, &W.ments_cap, v, t + 1) < 0) return -1;
+        *me = v;
+        *type = (uint8_t)t;
+        return 0;
+    }
+    case IMEMO_SVAR: /* struct vm_svar: flags, cref_or_me, ... */
+        return can_be_svar ? method_entry(((const VALUE *)v)[1], 0, hint, me, type) : 0;
+    default:
+        return 0;
+    }
+}
+
+/* rb_vm_frame_method_entry */
+HK_HOT static int frame_method_entry(const VALUE *ep, const memo *hint, VALUE *me, uint8_t *type)
+{
+    while (!(ep[EP_FLAGS] & ENV_FLAG_LOCAL)) {
+        if (method_entry(ep[EP_ME_CREF], 0, hint, me, type) < 0) return -1;
+        if (*me) return 0;
+        ep = (const VALUE *)(ep[EP_SPECVAL] & ~(VALUE)3);
+    }
+    return method_entry(ep[EP_ME_CREF], 1, hint, me, type);
+}
+
+/* calc_lineno: the line of pc, from the cache or the iseq's line table */
+HK_HOT static int pc_line(const void *iseq, const VALUE *pc, int *line)
+{
+    uint32_t v;
+    if (hk_pair_map_get(&W.lines, (uint64_t)pc, 0, &v)) {
+        *line = (int)v - 1;
+        return 0;
+    }
+    if (!hk_pair_map_get(&W.iseqs, (uint64_t)iseq, 0, &v) &&
+        pin(&W.iseqs, &W.iseq_list, &W.niseqs, &W.iseqs_cap, (VALUE)iseq, 1) < 0)
+        return -1;
+    /* rb_iseq_struct: flags, wrapper, body; the body: type, iseq_size, iseq_encoded */
+    const char *body = *(const char *const *)((const char *)iseq + 2 * sizeof(VALUE));
+    const VALUE *encoded = *(const VALUE *const *)(body + 2 * sizeof(unsigned int));
+    size_t pos = (size_t)(pc - encoded);
+    if (pos) pos--; /* pc is past the instruction that runs */
+    *line = (int)rb_iseq_line_no(iseq, pos);
+    return hk_pair_map_put(&W.lines, (uint64_t)pc, 0, (uint32_t)*line + 1);
+}
+
+/* The frames are cold by the time the next sample comes: loads for the control
+ * frames, their environments and memo entries are started PREFETCH_AHEAD
+ * frames before they are read, so the misses overlap instead of queueing one
+ * behind the other (a deeper window only fills the miss buffers). */
+#define PREFETCH_AHEAD 12
+
+static inline void prefetch_frame(const vm_frame *f, const vm_frame *end)
+{
+    __builtin_prefetch(f);
+    size_t depth = (size_t)(end - f) - 1;
+    if (depth < W.memo_cap) __builtin_prefetch(&W.memo[depth]);
+}
+
+/* One control frame's result (frame 0: skipped), through its memo entry m
+ * (NULL past the memo's end); *kept: the result is the memo's (frame and line).
+ * -1: this sample needs rb_profile_frames (a frame being set up, out of memory). */
+HK_HOT static int walk_frame(const vm_frame *cfp, memo *m, VALUE *frame_out, int *line_out, int *kept)
+{
+    *kept = 0;
+    const VALUE *ep = cfp->ep;
+    uint8_t cframe = (ep[EP_FLAGS] & FRAME_FLAG_CFRAME) != 0;
+    /* a Ruby frame without a pc yet (being set up, or the top frame of a C
+     * extension's Init): its line comes from the iseq's type and first line */
+    if (!cframe && (!cfp->pc || !cfp->iseq)) return -1;
+    VALUE me;
+    uint8_t type;
+    if (frame_method_entry(ep, m && m->me ? m : NULL, &me, &type) < 0) return -1;
+    if (m && m->me == me && m->cframe == cframe && (cframe || m->pc == cfp->pc)) {
+        *frame_out = m->frame;
+        *line_out = m->line;
+        *kept = 1;
+        return 0;
+    }
+    VALUE frame = 0;
+    int line = 0;
+    if (!cframe) {
+        frame = me && type == METHOD_TYPE_ISEQ ? me : (VALUE)cfp->iseq;
+        if (pc_line(cfp->iseq, cfp->pc, &line) < 0) return -1;
+    } else if (me && type == METHOD_TYPE_CFUNC) {
+        frame = me;
+    }
+    if (m) {
+        *kept = m->frame == frame && m->line == line;
+        *m = (memo){cframe ? NULL : cfp->pc, me, frame, line, cframe, type, OUT_UNKNOWN};
+    }
+    *frame_out = frame;
+    *line_out = line;
+    return 0;
+}
+
+/* Frames the walker has read carry the walk's number in their jit_return
+ * slot, which Ruby 3.1 reads only in YJIT's code and clears at every push
+ * (vm_push_frame). A frame still carrying a number from this run of samples
+ * of the same stack has not returned since: its callers have not run since
+ * the previous sample, so their results are the memo's. */
+HK_HOT static int trusted_mark(const vm_frame *cfp, size_t depth, uint64_t seq)
+{
+    uint64_t mark = (uint64_t)(uintptr_t)cfp->jit_return;
+    return W.marks && mark >= W.run_start && mark < seq && depth <= W.memo_cap;
+}
+
+/* memo[from..to]: how many frames the walk gives from the root up to each
+ * depth; below: how many it gives under `from` */
+HK_HOT static void count_frames(size_t from, size_t to, unsigned below)
+{
+    for (size_t d = from; d <= to && d < W.memo_cap; d++) {
+        if (below != OUT_UNKNOWN && W.memo[d].frame) below++; /* reaching OUT_UNKNOWN: too deep to count */
+        W.memo[d].out = (uint16_t)below;
+    }
+}
+
+/* How many frames the walk gives from the root below depth `changed`: all
+ * equal to the previous walk's (vm_walk) */
+static unsigned kept_from_root(size_t changed, size_t prev_leaf)
+{
+    if (!changed || prev_leaf == NO_DEPTH) return 0;
+    unsigned out = W.memo[changed - 1].out;
+    return out == OUT_UNKNOWN ? 0 : out;
+}
+
+/* A walk whose result (n frames, its leaf at leaf_pc) is whole, not cut at
+ * limit: the memo holds it up to the leaf for the next walk to compare with,
+ * and kept of it is unchanged. */
+static void walk_whole(const VALUE *leaf_pc, size_t leaf_depth, const VALUE *frames, const int *lines, int n,
+                       unsigned kept, int *same)
+{
+    if (leaf_depth < W.memo_cap) W.last_leaf = leaf_depth;
+    *same = (int)kept;
+    W.leaf_pc = leaf_pc;
+    W.result_n = n;
+    if (n > 0) {
+        W.first_frame = frames[0];
+        W.first_line = lines[0];
+    }
+}
+
+/* -1: this sample needs rb_profile_frames. known and *same: hk_stack_walk_since;
+ * unless copy_all, the frames it counts in *same may be left unwritten. */
+HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, int copy_all, int *same)
+{
+    *same = 0;
+    const vm_ec *ec = ruby_current_ec;
+    if (!ec) return -1;
+    uint64_t seq = ++hk_walks;
+    /* the memo holds the previous result, by depth, up to its leaf */
+    size_t prev_leaf = known && known == seq - 1 && ec == W.run_ec ? W.last_leaf : NO_DEPTH;
+    W.last_leaf = NO_DEPTH; /* until this result is whole in the memo */
+    if (ec != W.run_ec) { /* another thread's or fiber's stack: marks and memo start over */
+        W.run_ec = ec;
+        W.run_start = seq;
+    }
+    const vm_frame *end = (const vm_frame *)(ec->vm_stack + ec->vm_stack_size);
+    size_t leaf_depth = (size_t)(end - ec->cfp) - 1;
+    /* the lowest depth whose result is not the previous walk's */
+    size_t changed = prev_leaf == NO_DEPTH ? 0 : (leaf_depth < prev_leaf ? leaf_depth : prev_leaf) + 1;
+    /* The previous walk's leaf control frame (the same depth of the same
+     * stack), not pushed again since (its mark) and at the same pc: the thread
+     * is where it was, its callers have not run, the result is the previous
+     * walk's, which the caller holds. Between samples the program evicts the
+     * memo: this reads none of it. */
+    if (!copy_all && prev_leaf == leaf_depth && ec->cfp->pc == W.leaf_pc &&
+        W.result_n > 0 && W.result_n < limit && trusted_mark(ec->cfp, leaf_depth, seq)) {
+        frames[0] = W.first_frame;
+        lines[0] = W.first_line;
+        W.last_leaf = leaf_depth;
+        *same = W.result_n;
+        return W.result_n;
+    }
+    /* a leaf that vouches for its callers is all this walk reads: no window to load */
+    if (!trusted_mark(ec->cfp, leaf_depth, seq))
+        for (const vm_frame *f = ec->cfp; f < end && f < ec->cfp + PREFETCH_AHEAD; f++) prefetch_frame(f, end);
+    int n = 0;
+    const vm_frame *cfp = ec->cfp;
+    for (; n < limit && cfp < end; cfp++) {
+        size_t depth = (size_t)(end - cfp) - 1; /* from the root */
+        int unchanged_below = trusted_mark(cfp, depth, seq);
+        if (!unchanged_below) {
+            if (cfp + PREFETCH_AHEAD < end) prefetch_frame(cfp + PREFETCH_AHEAD, end);
+            /* the environment a few frames ahead (its control frame has arrived by now) */
+            if (cfp + 4 < end) __builtin_prefetch(cfp[4].ep - 2);
+        }
+        VALUE frame;
+        int line, kept;
+        if (walk_frame(cfp, depth < W.memo_cap ? &W.memo[depth] : NULL, &frame, &line, &kept) < 0) return -1;
+        if (!kept || depth > prev_leaf) changed = depth;
+        if (unchanged_below) unchanged_below = trusted_mark(cfp, depth, seq); /* unless it just forgot the memo */
+        if (frame) {
+            frames[n] = frame;
+            lines[n++] = line;
+        }
+        if (unchanged_below) {
+            /* this frame may have run since (its pc was read), its callers have
+             * not: their results are the memo's, and the previous walk's */
+            unsigned below = depth ? W.memo[depth - 1].out : 0;
+            count_frames(depth, leaf_depth, below);
+            unsigned kept = kept_from_root(changed, prev_leaf);
+            if (!copy_all && n > 0 && kept >= below && below != OUT_UNKNOWN && (size_t)n + below < (size_t)limit) {
+                walk_whole(ec->cfp->pc, leaf_depth, frames, lines, n + (int)below, kept, same);
+                return n + (int)below;
+            }
+            for (size_t d = depth; d-- > 0 && n < limit;) {
+                if (d >= PREFETCH_AHEAD) __builtin_prefetch(&W.memo[d - PREFETCH_AHEAD]);
+                if (W.memo[d].frame) {
+                    frames[n] = W.memo[d].frame;
+                    lines[n++] = W.memo[d].line;
+                }
+            }
+            if (n < limit) walk_whole(ec->cfp->pc, leaf_depth, frames, lines, n, kept, same);
+            return n;
+        }
+        if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
+    }
+    if (cfp < end) {
+        /* cut at limit: the frames below were not read, their memo may be stale */
+        W.run_start = seq + 1;
+        return n;
+    }
+    count_frames(0, leaf_depth, 0);
+    if (n < limit) walk_whole(ec->cfp->pc, leaf_depth, frames, lines, n, kept_from_root(changed, prev_leaf), same);
+    return n;
+}
+
+static ID id_continuation; /* interned at start: the job must not allocate */
+
+/* Marks go in a slot only YJIT reads, so not under YJIT; and a continuation
+ * (callcc) puts back frames, marks included, from the past. */
+static int frames_may_be_marked(void)
+{
+    id_continuation = rb_intern("Continuation");
+    if (rb_const_defined(rb_cObject, id_continuation)) return 0;
+    if (!rb_const_defined(rb_cObject, rb_intern("RubyVM"))) return 1;
+    VALUE vm = rb_const_get(rb_cObject, rb_intern("RubyVM"));
+    if (!rb_const_defined_at(vm, rb_intern("YJIT"))) return 1;
+    VALUE yjit = rb_const_get_at(vm, rb_intern("YJIT"));
+    return rb_respond_to(yjit, rb_intern("enabled?")) && !RTEST(rb_funcall(yjit, rb_intern("enabled?"), 0));
+}
+
+static int same_walk(const VALUE *f1, const int *l1, int n1, const VALUE *f2, const int *l2, int n2)
+{
+    if (n1 != n2) return 0;
+    for (int i = 0; i < n1; i++)
+        if (f1[i] != f2[i] || l1[i] != l2[i]) return 0;
+    return 1;
+}
+
+/* rb_profile_frames for every sample: 0, or -1 (out of memory) with everything freed */
+static int start_generic_or_stop(int limit)
+{
+    if (hk_profile_frames_start(limit) == 0) return 0;
+    hk_stack_walk_stop();
+    return -1;
+}
+
+int hk_stack_walk_start(int limit)
+{
+    hk_stack_walk_stop();
+    hk_walk_mismatches = 0;
+    const char *how = getenv("HAKARI_STACK_WALK");
+    W.verify = how && strcmp(how, "verify") == 0;
+    W.memo_cap = (size_t)limit * 2 + 64;
+    W.check_cap = limit;
+    W.memo = calloc(W.memo_cap, sizeof(*W.memo));
+    W.check_frames = malloc((size_t)limit * sizeof(VALUE));
+    W.check_lines = malloc((size_t)limit * sizeof(int));
+    W.last_frames = malloc((size_t)limit * sizeof(VALUE));
+    W.last_lines = malloc((size_t)limit * sizeof(int));
+    /* room for a program's worth of methods and lines before the job has to
+     * grow a table (a realloc in the program's heap can take 100 µs: sampler.c) */
+    if (!W.memo || !W.check_frames || !W.check_lines || !W.last_frames || !W.last_lines ||
+        hk_pair_map_reserve(&W.ments, 2048) < 0 ||
+        hk_pair_map_reserve(&W.iseqs, 2048) < 0 || hk_pair_map_reserve(&W.lines, 8192) < 0 ||
+        hk_array_grow((void **)&W.ment_list, &W.ments_cap, 2048, sizeof(VALUE)) < 0 ||
+        hk_array_grow((void **)&W.iseq_list, &W.iseqs_cap, 2048, sizeof(VALUE)) < 0) {
+        hk_stack_walk_stop();
+        return -1;
+    }
+    if (how && strcmp(how, "ruby") == 0) {
+        hk_walk_kind = "rb_profile_frames (HAKARI_STACK_WALK=ruby)";
+        return start_generic_or_stop(limit);
+    }
+    /* the self-check: this very stack, both ways */
+    VALUE *f = malloc((size_t)limit * sizeof(VALUE));
+    int *l = malloc((size_t)limit * sizeof(int));
+    if (!f || !l) {
+        free(f);
+        free(l);
+        hk_stack_walk_stop();
+        return -1;
+    }
+    W.marks = frames_may_be_marked();
+    W.run_ec = NULL;
+    W.run_start = hk_walks + 1;
+    W.last_leaf = NO_DEPTH;
+    int same;
+    int n1 = vm_walk(f, l, limit, 0, 1, &same);
+    int n2 = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
+    W.enabled = n1 > 0 && same_walk(f, l, n1, W.check_frames, W.check_lines, n2);
+    VALUE th = rb_thread_current();
+    W.thread_ptr_ok = W.enabled && RB_TYPE_P(th, T_DATA) && RTYPEDDATA_P(th) && ruby_current_ec &&
+                      ruby_current_ec->thread_ptr == RTYPEDDATA_DATA(th);
+    hk_walk_kind = !W.enabled          ? "rb_profile_frames (the control-frame walker failed its self-check)"
+           : W.thread_ptr_ok ? "vm control frames"
+                             : "vm control frames (its thread check failed: threads found by Thread.current)";
+    free(f);
+    free(l);
+    /* the control-frame walker's fallback compares nothing with the previous walk */
+    return W.enabled ? 0 : start_generic_or_stop(limit);
+}
+
+/* the memo may be wrong: no frame's mark may vouch for it */
+static void forget_memo(void)
+{
+    for (size_t d = 0; d < W.memo_cap; d++) W.memo[d] = (memo){.out = OUT_UNKNOWN};
+    W.run_start = hk_walks + 1;
+    W.last_leaf = NO_DEPTH;
+}
+
+/* `require "continuation"` after start: from then on callcc can put back
+ * marked frames. Looked for every 64 walks (a constant lookup, ~50 ns); a
+ * continuation taken and resumed within those samples of the load is the
+ * window this leaves. */
+static void watch_for_continuations(void)
+{
+    if (rb_const_defined(rb_cObject, id_continuation)) {
+        W.marks = 0;
+        forget_memo();
+    }
+}
+
+/* verify mode: the walk (n frames, *same of them reported unchanged and left
+ * unwritten) against rb_profile_frames, and those against the previous
+ * result. Returns the frame count to use; on a difference, rb_profile_frames'
+ * result, all written, with *same 0. */
+static int verify_walk(VALUE *frames, int *lines, int n, int limit, int *same)
+{
+    int m = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
+    int written = n - *same > 0 ? n - *same : n > 0; /* frame 0 is always written */
+    int walks_agree = n == m && same_walk(frames, lines, written, W.check_frames, W.check_lines, written);
+    int same_holds = hk_same_from_root(W.check_frames, W.check_lines, m, W.last_frames, W.last_lines, W.last_n) >= *same;
+    W.checked_n = m;
+    if (!walks_agree || !same_holds) {
+        hk_stack_walk_report_mismatch(walks_agree ? "frames reported unchanged were not" : "the walks differ", n, m,
+                                      *same);
+        forget_memo(); /* one wrong result must not vouch for the next samples */
+        memcpy(frames, W.check_frames, (size_t)m * sizeof(VALUE));
+        memcpy(lines, W.check_lines, (size_t)m * sizeof(int));
+        n = m;
+        *same = 0;
+    }
+    memcpy(W.last_frames, W.check_frames, (size_t)m * sizeof(VALUE));
+    memcpy(W.last_lines, W.check_lines, (size_t)m * sizeof(int));
+    W.last_n = m < limit ? m : 0; /* a cut result's root side is unknown: nothing may be claimed unchanged after it */
+    return n;
+}
+
+HK_HOT void hk_stack_walk_prefetch(void)
+{
+    __builtin_prefetch(&W);
+    __builtin_prefetch((const char *)&W + 64);
+    __builtin_prefetch(&hk_walks, 1);
+}
+
+HK_HOT int hk_stack_walk_since(VALUE *frames, int *lines, int limit, uint64_t known, int *same)
+{
+    W.walked_ec = NULL;
+    W.checked_n = -1;
+    if (!W.enabled) return hk_profile_frames_walk(frames, lines, limit, known, same);
+    if (W.marks && !(hk_walks & 63)) watch_for_continuations();
+    int n = vm_walk(frames, lines, limit, known, 0, same);
+    if (n < 0) {
+        forget_memo(); /* may be half-updated */
+        W.last_n = 0;
+        return hk_profile_frames_walk(frames, lines, limit, 0, same);
+    }
+    W.walked_ec = W.run_ec;
+    return W.verify && limit <= W.check_cap ? verify_walk(frames, lines, n, limit, same) : n;
+}
+
+int hk_stack_walk_checked(const VALUE **frames, const int **lines)
+{
+    *frames = W.check_frames;
+    *lines = W.check_lines;
+    return W.checked_n;
+}
+
+void hk_stack_walk_stop(void)
+{
+    hk_pair_map_free(&W.ments);
+    hk_pair_map_free(&W.iseqs);
+    hk_pair_map_free(&W.lines);
+    free(W.ment_list);
+    free(W.iseq_list);
+    free(W.memo);
+    free(W.check_frames);
+    free(W.check_lines);
+    free(W.last_frames);
+    free(W.last_lines);
+    memset(&W, 0, sizeof(W));
+    hk_profile_frames_stop();
+}
+
+void hk_stack_walk_mark(void)
+{
+    for (size_t i = 0; i < W.nments; i++) rb_gc_mark(W.ment_list[i]);
+    for (size_t i = 0; i < W.niseqs; i++) rb_gc_mark(W.iseq_list[i]);
+}
+
+size_t hk_stack_walk_memsize(void)
+{
+    return hk_pair_map_memsize(&W.ments) + hk_pair_map_memsize(&W.iseqs) + hk_pair_map_memsize(&W.lines) +
+           (W.ments_cap + W.iseqs_cap) * sizeof(VALUE) + W.memo_cap * sizeof(memo) +
+           (size_t)W.check_cap * 2 * (sizeof(VALUE) + sizeof(int)) + hk_profile_frames_memsize();
+}
+
+HK_HOT const void *hk_stack_walk_leaf_slot(void)
+{
+    return W.walked_ec ? (const void *)&W.walked_ec->cfp : NULL;
+}
+
+HK_HOT const void *hk_stack_walk_thread(void) { return W.walked_ec && W.thread_ptr_ok ? W.walked_ec->thread_ptr : NULL; }
+
+/* The frames returned by the last walk are in the memo, by depth: those
+ * deeper than the tick's leaf were pushed after it. The leaf value may be
+ * anything (read from a context since freed and reused): it is only compared,
+ * never followed. */
+HK_HOT int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf)
+{
+    const vm_ec *ec = W.walked_ec;
+    if (!ec || slot != (const void *)&ec->cfp) return 0;
+    uintptr_t now = (uintptr_t)ec->cfp, end = (uintptr_t)(ec->vm_stack + ec->vm_stack_size);
+    if (leaf <= now || leaf > end || (end - leaf) % sizeof(vm_frame)) return 0;
+    size_t depth_now = (end - now) / sizeof(vm_frame) - 1, depth_tick = (end - leaf) / sizeof(vm_frame) - 1;
+    if (depth_now >= W.memo_cap) return 0;
+    int pushed = 0;
+    for (size_t d = depth_tick + 1; d <= depth_now; d++) pushed += W.memo[d].frame != 0;
+    return pushed;
+}
+
+#endif
