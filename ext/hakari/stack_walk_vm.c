@@ -417,6 +417,10 @@ int hk_stack_walk_start(int limit)
     hk_stack_walk_stop();
     hk_walk_mismatches = 0;
     const char *how = getenv("HAKARI_STACK_WALK");
+    if (how && strcmp(how, "ruby") == 0) { /* the walker's tables are not needed */
+        hk_walk_kind = "rb_profile_frames (HAKARI_STACK_WALK=ruby)";
+        return start_generic_or_stop(limit);
+    }
     W.verify = how && strcmp(how, "verify") == 0;
     W.memo_cap = (size_t)limit * 2 + 64;
     W.check_cap = limit;
@@ -434,10 +438,6 @@ int hk_stack_walk_start(int limit)
         hk_array_grow((void **)&W.iseq_list, &W.iseqs_cap, 2048, sizeof(VALUE)) < 0) {
         hk_stack_walk_stop();
         return -1;
-    }
-    if (how && strcmp(how, "ruby") == 0) {
-        hk_walk_kind = "rb_profile_frames (HAKARI_STACK_WALK=ruby)";
-        return start_generic_or_stop(limit);
     }
     /* the self-check: this very stack, both ways */
     VALUE *f = malloc((size_t)limit * sizeof(VALUE));
