@@ -6,6 +6,7 @@
  * [samples/count, cpu|wall/nanoseconds]; labels: thread (number), and with
  * aggregate: false, timestamp (nanoseconds since the epoch).
  */
+#include "buf.h"
 #include "sampler.h"
 
 #include <stdio.h>
@@ -88,6 +89,7 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
 {
     hk_profile *p = hk_profile_new();
     uint32_t *loc_of = NULL, *locs = NULL;
+    size_t locs_cap = 0;
     uint8_t *seen = NULL; /* raw samples: stack ids met */
     if (!p) return NULL;
     const char *mode = st->mode == HK_MODE_CPU ? "cpu" : "wall";
@@ -101,9 +103,8 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     add_comments(p, st);
 
     loc_of = resolve_locations(s, p, st);
-    locs = malloc(((size_t)s->cfg.max_depth + 2) * sizeof(*locs));
     if (!s->cfg.aggregate) seen = calloc(hk_intern_count(&s->stacks) + 1, 1);
-    if (!loc_of || !locs || (!s->cfg.aggregate && !seen)) goto fail;
+    if (!loc_of || (!s->cfg.aggregate && !seen)) goto fail;
 
     hk_label labels[2] = {{.key = hk_profile_string(p, "thread")},
                           {.key = hk_profile_string(p, "timestamp"),
@@ -131,6 +132,7 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
         /* the key: the thread's sequence number, then location ids root first (sampler.h) */
         const uint32_t *key = hk_intern_get(&s->stacks, stack, &nkey);
         uint32_t nloc = nkey - 1, seq = key[0];
+        if (hk_array_grow((void **)&locs, &locs_cap, nloc, sizeof(*locs)) < 0) goto fail;
         for (uint32_t j = 0; j < nloc; j++) locs[j] = loc_of[key[nkey - 1 - j] - 1]; /* leaf first */
         /* Ruby 3.1 reports the top-level script twice: "<main>" at its line, then a
          * line-0 frame of the same function beneath it. Keep one. */
