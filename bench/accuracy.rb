@@ -192,9 +192,16 @@ summary = {}
 %i[hakari stackprof].each do |profiler|
   %i[cpu wall].each do |mode|
     got, extra = profile_run(profiler, mode)
-    summary[[profiler, mode]] = report(profiler, mode, got, extra)
+    summary[[profiler, mode]] = [report(profiler, mode, got, extra), extra[:steal_ms]]
   end
 end
 
+# A tick whose timer thread the hypervisor kept off its core lands late, often in the next
+# method (a sleep right after a busy loop then gets the loop's CPU): on this VM the cpu-mode
+# error went from about 1 % with under 250 ms stolen to 2.5-3 % with 300-650 ms and 8-9 % with 2 s.
+NOISY_STEAL_MS = 250
 puts "\nmean relative error (target: hakari <= 2% in both modes)"
-summary.each { |(p, m), e| puts format("  %-10s %-5s %6.2f%%", p, m, 100 * e) }
+summary.each do |(p, m), (e, steal)|
+  puts format("  %-10s %-5s %6.2f%%   (%d ms stolen%s)", p, m, 100 * e, steal,
+              steal > NOISY_STEAL_MS ? " -- NOISY: rerun on an idle machine" : "")
+end
