@@ -25,6 +25,7 @@ require "json"
 require "rbconfig"
 
 LIB = File.expand_path("../lib", __dir__)
+$LOAD_PATH.unshift File.expand_path("ext/cwork", __dir__) # the bench's C helper (bench/build)
 RUNS = Integer(ENV.fetch("HAKARI_BENCH_RUNS", "11"))
 PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2,callback").split(",")
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "301"))
@@ -170,7 +171,6 @@ def child_interleaved(workload_name, rounds)
   work = workload(workload_name, :short)
   require "hakari"
   require "stackprof"
-  $LOAD_PATH.unshift File.expand_path("ext/cwork", __dir__)
   require "cwork"
   3.times { STEADY_SETUPS.each { |s| steady_run(s, work) } }
   times = Hash.new { |h, k| h[k] = [] }
@@ -343,7 +343,6 @@ if PARTS.include?("callback")
   # Reading a thread CPU clock is a system call in many VMs: print its price. In cpu mode
   # hakari's worker makes it, not the profiled thread (unless the job lands on a thread
   # other than the one the worker watched).
-  $LOAD_PATH.unshift File.expand_path("ext/cwork", __dir__)
   require "cwork"
   puts format("\ntimer-thread floor: a bare C thread that only sleeps 1 ms at a time spends %.1f us of CPU per " \
               "wake-up here,\n  %.1f %% of a core at 1000 Hz, whatever it sleeps on; hakari's worker pays that on the other core",
