@@ -142,7 +142,7 @@ def profile_run(profiler, mode)
   case profiler
   when :hakari
     data = Hakari.start(mode: mode, frequency: HZ) { work.run(ROUNDS) }
-    extra = data.to_h.slice(:sample_count, :dropped_count, :trigger_count)
+    extra = data.to_h.slice(:sample_count, :dropped_count, :stale_count, :trigger_count)
     [hakari_times(data), extra.merge(steal_ms: steal_ms - s0)]
   when :stackprof
     result = StackProf.run(mode: mode, interval: 1_000_000 / HZ, raw: true) { work.run(ROUNDS) }

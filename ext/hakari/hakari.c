@@ -238,6 +238,7 @@ static VALUE profile_counters(VALUE self)
     SET(h, "sample_count", ULL2NUM(st->sample_count));
     SET(h, "dropped_count", ULL2NUM(st->dropped_count));
     SET(h, "moved_count", ULL2NUM(st->moved_count));
+    SET(h, "stale_count", ULL2NUM(st->stale_count));
     SET(h, "sampling_time_ns", ULL2NUM(st->sampling_time_ns));
     SET(h, "stack_walk_time_ns", ULL2NUM(st->stack_walk_time_ns));
     SET(h, "timer_cpu_ns", ULL2NUM(st->timer_cpu_ns));

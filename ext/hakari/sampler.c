@@ -136,18 +136,19 @@ HK_HOT static int64_t intern_current_stack(int n, int same, int truncated, uint3
 }
 
 /* The thread's clock at the latest tick, if the worker read this thread's
- * clock; else its clock now (cpu mode after another thread was sampled). */
-HK_HOT static int64_t clock_at_tick(hk_thread *t, int *blocked, hk_leaf *leaf)
+ * clock (and how it was then, HK_TICK_*); else its clock now (cpu mode after
+ * another thread was sampled). */
+HK_HOT static int64_t clock_at_tick(hk_thread *t, int *state, hk_leaf *leaf)
 {
     uint32_t s1 = __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE);
     clockid_t c = S.tick.clock;
     int64_t v = S.tick.value;
-    int b = S.tick.blocked;
+    int b = S.tick.state;
     hk_leaf l = S.tick.leaf;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint32_t s2 = __atomic_load_n(&S.tick.seq, __ATOMIC_RELAXED);
     if (s1 == s2 && !(s1 & 1) && c == t->clock && v >= 0) {
-        *blocked = b;
+        *state = b;
         *leaf = l;
         return v;
     }
@@ -155,9 +156,9 @@ HK_HOT static int64_t clock_at_tick(hk_thread *t, int *blocked, hk_leaf *leaf)
 }
 
 /* this thread's clock at the tick (the worker's reading when it read this thread's clock) */
-HK_HOT static int64_t tick_weight(hk_thread *t, int *blocked, hk_leaf *leaf)
+HK_HOT static int64_t tick_weight(hk_thread *t, int *state, hk_leaf *leaf)
 {
-    int64_t now = clock_at_tick(t, blocked, leaf);
+    int64_t now = clock_at_tick(t, state, leaf);
     int64_t weight = t->prev_clock < 0 ? S.period_ns : now - t->prev_clock;
     if (weight < 0) return 0;
     t->prev_clock = now;
@@ -240,14 +241,16 @@ HK_HOT static void take_sample(void)
     if (n <= 0) { S.dropped_count++; return; }
     hk_thread *t = current_thread();
     if (!t) { S.dropped_count++; return; }
+    /* the stack this thread's previous sample went to, if it was the latest sample */
+    int64_t prev_stack = S.key_n > 0 && S.key_seq == t->seq ? S.key_stack : -1;
     /* Weigh the sample up to the tick, not up to now: the time between the tick
      * and this safepoint (the rest of a long C call) belongs with the next
      * sample, which is how each tick's period goes to the stack seen at it.
      * Read after the walk: the worker wrote the tick on its own core, and the
      * line's trip here (prefetched at the start) overlaps with the walk. */
-    int blocked = 0;
+    int state = HK_TICK_RUNNING;
     hk_leaf leaf = {NULL, 0};
-    int64_t weight = tick_weight(t, &blocked, &leaf);
+    int64_t weight = tick_weight(t, &state, &leaf);
     /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
     if (S.cfg.mode == HK_MODE_CPU && __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED) != t->clock)
         __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED); /* written only on change: the worker reads it */
@@ -257,7 +260,7 @@ HK_HOT static void take_sample(void)
     int late = leaf.cfp ? hk_stack_walk_pushed_since(leaf.slot, leaf.cfp) : 0;
     int truncated = n > max;
     if (truncated) n = max;
-    if (!late && blocked && n > 1 && S.line_buf[0] == 0) {
+    if (!late && state != HK_TICK_RUNNING && n > 1 && S.line_buf[0] == 0) {
         /* A tick the worker took with this thread off CPU: the period ended
          * shortly (the worker's wake-up latency) before the thread blocked, in
          * the code leading to the blocking call, and the job runs only after it.
@@ -273,7 +276,17 @@ HK_HOT static void take_sample(void)
     if (stack < 0) goto drop;
     S.key_walk = walk;
     verify_key(n, same);
-    if (skip) S.moved_count++;
+    if (state == HK_TICK_STALE && prev_stack >= 0) {
+        /* A stale tick (pace.h): the code that used its period may have
+         * returned before the block this job runs after, so nothing seen now
+         * is known to have used it. The one stack known to have run in it is
+         * the one at its start, the previous sample's: the sample goes there.
+         * (The key buffer keeps this walk's stack for the next sample.) */
+        stack = prev_stack;
+        S.stale_count++;
+    } else if (skip) {
+        S.moved_count++;
+    }
     if (record((uint32_t)stack, weight) < 0) goto drop;
     S.sample_count++;
     return;
@@ -305,7 +318,7 @@ hk_leaf hk_sampler_leaf_now(void)
     return (hk_leaf){slot, hk_stack_walk_read_leaf(slot)};
 }
 
-void hk_sampler_trigger(clockid_t c, int64_t value, int blocked, hk_leaf leaf)
+void hk_sampler_trigger(clockid_t c, int64_t value, int state, hk_leaf leaf)
 {
     __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
     /* seqlock writer: the odd sequence must be visible before any field changes */
@@ -313,7 +326,7 @@ void hk_sampler_trigger(clockid_t c, int64_t value, int blocked, hk_leaf leaf)
     __atomic_thread_fence(__ATOMIC_RELEASE);
     S.tick.clock = c;
     S.tick.value = value;
-    S.tick.blocked = blocked;
+    S.tick.state = state;
     S.tick.leaf = leaf;
     __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
@@ -334,7 +347,7 @@ static void on_timer(int fd)
         if (fd >= 0 && fd < HK_EVENT_FDS && S.fd_clock[fd]) c = S.fd_clock[fd];
     }
     hk_leaf leaf = hk_sampler_leaf_now();
-    hk_sampler_trigger(c, hk_clock_ns(c), 0, leaf);
+    hk_sampler_trigger(c, hk_clock_ns(c), HK_TICK_RUNNING, leaf);
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -446,6 +459,7 @@ static void fill_stats(hk_sampler_stats *st)
     st->sample_count = S.sample_count;
     st->dropped_count = S.dropped_count;
     st->moved_count = S.moved_count;
+    st->stale_count = S.stale_count;
     /* TSC ticks -> ns, calibrated against the monotonic clock since start */
     double scale = 1.0;
     uint64_t ticks = hk_tsc() - S.start_tsc;

@@ -25,6 +25,7 @@
 
 #include "clocks.h"
 #include "intern_table.h"
+#include "pace.h"
 #include "pair_map.h"
 #include "profile.h"
 #include "u64_map.h"
@@ -60,6 +61,7 @@ typedef struct hk_sampler_stats {
     uint64_t sample_count;     /* samples recorded */
     uint64_t dropped_count;    /* samples lost (no frames, out of memory) */
     uint64_t moved_count;      /* samples given to the stack running at the tick, not to calls made after it */
+    uint64_t stale_count;      /* cpu mode: stale ticks' samples (pace.h), given to the previous sample's stack */
     uint64_t sampling_time_ns; /* time spent inside the sampling callback */
     uint64_t stack_walk_time_ns; /* of which reading the stack (stack_walk.h) */
     uint64_t timer_cpu_ns;     /* CPU used by the timer's worker thread */
@@ -97,17 +99,10 @@ typedef struct hk_tick {
     volatile uint32_t seq; /* odd while being written */
     clockid_t clock;
     int64_t value;         /* ns, or -1 when the clock could not be read */
-    int blocked;           /* cpu mode: the thread was off CPU at the tick (cpu_pacer.c) */
+    int state;             /* HK_TICK_* (pace.h): how the watched thread was at the tick */
     hk_leaf leaf;          /* the watched thread's leaf frame, read just before the clock */
 } hk_tick;
 
-/* cpu mode's paced worker (cpu_pacer.c): the clock it watches and where its period began */
-typedef struct hk_pacer {
-    clockid_t clock;          /* the watched thread's CPU clock */
-    int64_t base;             /* that clock at the start of the current period, or -1 */
-    int64_t others_base;      /* the other threads' CPU (cpu_pacer.c, others_cpu) at the last tick, or -1 */
-    int64_t prev_cpu, prev_wall; /* the watched clock and the monotonic clock at the previous look */
-} hk_pacer;
 
 typedef struct hk_loc { VALUE frame; int line; } hk_loc;
 
@@ -144,7 +139,7 @@ typedef struct hk_sampler {
     hk_thread *threads; size_t nthreads, threads_cap;
     uint32_t nseq;      /* threads that have been sampled */
     size_t last_thread; /* index of the previous sample's thread (checked before use) */
-    uint64_t sampling_count, sample_count, dropped_count, moved_count;
+    uint64_t sampling_count, sample_count, dropped_count, moved_count, stale_count;
     uint64_t sampling_time, stack_walk_time; /* in cost_clock units: TSC ticks or ns (sampler.c) */
     int cost_tsc;       /* those units are TSC ticks: the module's tsc_usable, here where the job's loads already go */
     uint64_t start_tsc;
@@ -178,9 +173,9 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen);
  * before the clock reading the tick publishes. */
 hk_leaf hk_sampler_leaf_now(void);
 /* ctx: the timer's worker (signal handler or paced loop). Publishes a tick's
- * clock reading to the job (seqlock) and triggers the job; blocked: the
- * thread was off CPU at the tick (cpu_pacer.c). */
-void hk_sampler_trigger(clockid_t c, int64_t value, int blocked, hk_leaf leaf);
+ * clock reading to the job (seqlock) and triggers the job; state: how the
+ * thread was at the tick (HK_TICK_*, pace.h). */
+void hk_sampler_trigger(clockid_t c, int64_t value, int state, hk_leaf leaf);
 /* ctx: GVL. Stops and returns the profile (NULL when not running or out of memory). */
 hk_profile *hk_sampler_stop(hk_sampler_stats *stats);
 /* ctx: GVL. The profile so far; with clear, samples start over (frames are kept). */

@@ -1,0 +1,87 @@
+/* pace.c — cpu mode's pacing rule (see pace.h).
+ *
+ * Ticks must fall at even steps of the program's CPU time, not of wall time:
+ * a wall tick during a sleep would hand the sleeping method the CPU that ran
+ * before it. So a look reads the CPU clock of the thread that ran the last
+ * sample, ticks when it has used a whole period since the last tick, and
+ * otherwise waits for as long as the rest of the period would take at full
+ * speed (a thread can use no more CPU than wall time). While that thread is
+ * running, the tick lands within a few µs of the period's end; while it
+ * sleeps, the worker looks every quarter period. While that thread is not
+ * running all the time, the other threads' CPU since the last tick counts
+ * towards the period: when another thread holds the GVL, the job then runs on
+ * that thread and makes it the one watched. */
+#define _POSIX_C_SOURCE 200809L /* clockid_t under -std=c11 (the tests build this file alone) */
+#include "pace.h"
+
+hk_pacer hk_pace_new(void)
+{
+    return (hk_pacer){.clock = (clockid_t)-1, .base = -1, .others_base = -1, .ends_after = -1};
+}
+
+long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period, const hk_pace_reader *r, hk_pace_tick *tick)
+{
+    int64_t wall = r->wall(r->ctx);
+    int64_t cpu = r->cpu(r->ctx, c);
+    *tick = (hk_pace_tick){0, cpu, HK_TICK_RUNNING};
+    /* a new thread to watch (or its clock went back: a reused thread id): its period starts now */
+    if (c != p->clock || cpu < 0 || p->base < 0 || cpu < p->base - period) {
+        p->clock = c;
+        p->base = cpu;
+        p->others_base = -1; /* "others" now means other threads */
+        p->ends_after = -1;
+    }
+    int running = p->prev_wall > 0 && cpu >= 0 && (cpu - p->prev_cpu) * 10 >= (wall - p->prev_wall) * 9;
+    int64_t used = cpu >= 0 ? cpu - p->base : 0;
+    /* While the watched thread is not running all the time, other threads may
+     * be (holding the GVL, or handing it back and forth with this one): their
+     * CPU since the last tick counts towards the period too. */
+    int64_t others = -1, used_all = used;
+    if (!running) {
+        others = r->others(r->ctx, cpu);
+        if (p->others_base < 0) p->others_base = others;
+        used_all += others - p->others_base;
+    }
+    int on_cpu = running;
+    if (used_all >= period - period / 16) {
+        /* On CPU right now? A second read moves only if the thread ran between
+         * the two. A period that ended while the watched thread is off CPU is
+         * due, but flagged: should the job land on it, that will be after the
+         * block, in the call that blocked, which is not where its CPU went.
+         * So is one that ends as the thread resumes, before which it used most
+         * of the period and then blocked. A tick up to 1/16 period early saves
+         * a second wake-up, but only while the thread runs all the time (it got
+         * slightly less CPU than wall time): early after a block, the job would
+         * land in the blocking call's return, with the CPU used before it.
+         * before_tick comes between the two reads, and the tick is the second:
+         * a frame pushed after the leaf was read there is one the period did
+         * not run in (stack_walk.h). */
+        r->before_tick(r->ctx);
+        int64_t again = r->cpu(r->ctx, c);
+        on_cpu = again > cpu;
+        if (on_cpu) tick->at = again;
+        tick->due = (on_cpu && running) || used_all >= period;
+        tick->state = on_cpu && running ? HK_TICK_RUNNING : HK_TICK_BLOCKED;
+        /* Off CPU now, and the period may have ended long before this look
+         * (the worker was kept waiting: a busy or stolen core): the code that
+         * used it may have returned before the block, so the code leading to
+         * the block is no better a guess than any other. Half a period covers
+         * a look every quarter period plus an ordinary wake-up's lateness. */
+        if (!on_cpu && p->ends_after >= 0 && wall - p->ends_after > period / 2) tick->state = HK_TICK_STALE;
+    }
+    if (tick->due) {
+        /* the watched thread's period moves a whole period (the rate is kept)
+         * when it ran the period itself; otherwise it starts over here */
+        p->base = used >= period - period / 16 && used < 2 * period ? p->base + period : cpu;
+        p->others_base = others; /* -1 when not read: taken at the next look that needs it */
+        used = cpu >= 0 ? cpu - p->base : 0;
+        used_all = used;
+    }
+    p->prev_cpu = cpu;
+    p->prev_wall = wall;
+    int64_t wait = period - used_all;
+    /* at full speed from now, the period cannot end before the rest of it has run */
+    p->ends_after = wall + (wait > period / 16 ? wait - period / 16 : 0);
+    int64_t least = on_cpu ? 20000 : period / 4;
+    return (long)(wait < least ? least : wait);
+}

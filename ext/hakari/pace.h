@@ -1,0 +1,57 @@
+/* pace.h — cpu mode's pacing rule: when a tick is due on the CPU time of the
+ * watched thread, and what the job should make of it. The rule is kept apart
+ * from the clocks (cpu_pacer.c reads them on the timer's worker) so that the
+ * tests can play it any sequence of readings. No ruby.h.
+ */
+#ifndef HK_PACE_H
+#define HK_PACE_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* How the watched thread was at a tick (the job reads it with the tick):
+ *   RUNNING  on CPU: the period went to the code running now;
+ *   BLOCKED  off CPU, looked at soon after the period's end: it ended in the
+ *            code leading to the blocking call, and the job, which runs after
+ *            the block, gives it to that call's caller;
+ *   STALE    off CPU, looked at long after the period could have ended (the
+ *            worker was kept off its core): the code that used the period may
+ *            have returned before the block, so the job gives it to the stack
+ *            of the thread's previous sample, where the period began. */
+enum { HK_TICK_RUNNING = 0, HK_TICK_BLOCKED = 1, HK_TICK_STALE = 2 };
+
+/* the pacer's state: the clock it watches and where its period began */
+typedef struct hk_pacer {
+    clockid_t clock;          /* the watched thread's CPU clock */
+    int64_t base;             /* that clock at the start of the current period, or -1 */
+    int64_t others_base;      /* the other threads' CPU at the last tick, or -1 */
+    int64_t prev_cpu, prev_wall; /* the watched clock and the monotonic clock at the previous look */
+    int64_t ends_after;       /* monotonic time before which the period cannot end, or -1 */
+} hk_pacer;
+
+/* The readings a look takes, in this order: monotonic time, the watched
+ * clock; the other threads' CPU only while the thread is not running all the
+ * time; near the period's end, before_tick (cpu_pacer.c reads the thread's
+ * leaf frame there) and a second read of the watched clock. A clock that
+ * cannot be read gives -1. */
+typedef struct hk_pace_reader {
+    int64_t (*wall)(void *ctx);
+    int64_t (*cpu)(void *ctx, clockid_t c);
+    int64_t (*others)(void *ctx, int64_t watched);
+    void (*before_tick)(void *ctx);
+    void *ctx;
+} hk_pace_reader;
+
+typedef struct hk_pace_tick {
+    int due;       /* trigger the job */
+    int64_t at;    /* the watched clock at the tick */
+    int state;     /* HK_TICK_* */
+} hk_pace_tick;
+
+/* A fresh pacer: no clock watched yet. */
+hk_pacer hk_pace_new(void);
+/* One look at the watched clock c with a period of period_ns; fills tick and
+ * returns how long to wait before the next look (ns). */
+long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period_ns, const hk_pace_reader *r, hk_pace_tick *tick);
+
+#endif
