@@ -16,7 +16,7 @@
 
 hk_pacer hk_pace_new(void)
 {
-    return (hk_pacer){.clock = (clockid_t)-1, .base = -1, .others_base = -1, .ends_after = -1};
+    return (hk_pacer){.clock = (clockid_t)-1, .base = -1, .others_base = -1};
 }
 
 long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period, const hk_pace_reader *r, hk_pace_tick *tick)
@@ -29,7 +29,6 @@ long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period, const hk_pace_reader
         p->clock = c;
         p->base = cpu;
         p->others_base = -1; /* "others" now means other threads */
-        p->ends_after = -1;
     }
     int running = p->prev_wall > 0 && cpu >= 0 && (cpu - p->prev_cpu) * 10 >= (wall - p->prev_wall) * 9;
     int64_t used = cpu >= 0 ? cpu - p->base : 0;
@@ -62,12 +61,14 @@ long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period, const hk_pace_reader
         if (on_cpu) tick->at = again;
         tick->due = (on_cpu && running) || used_all >= period;
         tick->state = on_cpu && running ? HK_TICK_RUNNING : HK_TICK_BLOCKED;
-        /* Off CPU now, and the period may have ended long before this look
-         * (the worker was kept waiting: a busy or stolen core): the code that
-         * used it may have returned before the block, so the code leading to
-         * the block is no better a guess than any other. Half a period covers
-         * a look every quarter period plus an ordinary wake-up's lateness. */
-        if (!on_cpu && p->ends_after >= 0 && wall - p->ends_after > period / 2) tick->state = HK_TICK_STALE;
+        /* Off CPU now, after running more than half a period past the
+         * period's end: the worker came late (a busy or stolen core), and the
+         * code that used the period may have returned well before the block,
+         * so the code leading to the block is no longer the likely one. On
+         * time, the worker looks within its wake-up latency of the period's
+         * end (every quarter period once the thread is off CPU), so the thread
+         * cannot have run that much past it. */
+        if (!on_cpu && used_all - period > period / 2) tick->state = HK_TICK_STALE;
     }
     if (tick->due) {
         /* the watched thread's period moves a whole period (the rate is kept)
@@ -80,8 +81,6 @@ long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period, const hk_pace_reader
     p->prev_cpu = cpu;
     p->prev_wall = wall;
     int64_t wait = period - used_all;
-    /* at full speed from now, the period cannot end before the rest of it has run */
-    p->ends_after = wall + (wait > period / 16 ? wait - period / 16 : 0);
     int64_t least = on_cpu ? 20000 : period / 4;
     return (long)(wait < least ? least : wait);
 }

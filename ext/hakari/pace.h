@@ -10,14 +10,16 @@
 #include <time.h>
 
 /* How the watched thread was at a tick (the job reads it with the tick):
- *   RUNNING  on CPU: the period went to the code running now;
- *   BLOCKED  off CPU, looked at soon after the period's end: it ended in the
- *            code leading to the blocking call, and the job, which runs after
- *            the block, gives it to that call's caller;
- *   STALE    off CPU, looked at long after the period could have ended (the
- *            worker was kept off its core): the code that used the period may
- *            have returned before the block, so the job gives it to the stack
- *            of the thread's previous sample, where the period began. */
+ *   RUNNING  on CPU all along: the period went to the code running now;
+ *   BLOCKED  off CPU, or back on CPU after being off, soon after the period's
+ *            end: it ended in the code leading to the block, and when the job
+ *            runs after the block, in the C method that blocked, it gives the
+ *            sample to that method's caller;
+ *   STALE    off CPU, after running more than half a period past the period's
+ *            end (the worker was kept off its core): the code that used the
+ *            period may have returned long before the block, so such a job
+ *            gives the sample to the stack of the thread's previous sample,
+ *            where the period began. */
 enum { HK_TICK_RUNNING = 0, HK_TICK_BLOCKED = 1, HK_TICK_STALE = 2 };
 
 /* the pacer's state: the clock it watches and where its period began */
@@ -26,7 +28,6 @@ typedef struct hk_pacer {
     int64_t base;             /* that clock at the start of the current period, or -1 */
     int64_t others_base;      /* the other threads' CPU at the last tick, or -1 */
     int64_t prev_cpu, prev_wall; /* the watched clock and the monotonic clock at the previous look */
-    int64_t ends_after;       /* monotonic time before which the period cannot end, or -1 */
 } hk_pacer;
 
 /* The readings a look takes, in this order: monotonic time, the watched

@@ -175,12 +175,14 @@ HK_HOT static void prefetch_previous_sample(void)
     if (S.key_n > 0) __builtin_prefetch(&KEY_POS(S.key_n - 1));
     if (S.key_stack >= 0 && (size_t)S.key_stack < S.agg_cap) __builtin_prefetch(&S.agg_rows[S.key_stack]);
     if (S.last_thread < S.nthreads) {
-        /* 48 bytes: every other one spans two lines */
+        /* 48 bytes (asserted below): every other one spans two lines */
         __builtin_prefetch(&S.threads[S.last_thread]);
         __builtin_prefetch((const char *)&S.threads[S.last_thread + 1] - 1);
     }
     __builtin_prefetch((const void *)&S.tick);
 }
+
+_Static_assert(sizeof(hk_thread) == 48, "prefetch_previous_sample loads a thread's record as two lines");
 
 /* The callback's cost is counted on the TSC where the kernel trusts it: four
  * reads per sample at a few cycles each, against ~25 ns for clock_gettime, in
@@ -241,8 +243,6 @@ HK_HOT static void take_sample(void)
     if (n <= 0) { S.dropped_count++; return; }
     hk_thread *t = current_thread();
     if (!t) { S.dropped_count++; return; }
-    /* the stack this thread's previous sample went to, if it was the latest sample */
-    int64_t prev_stack = S.key_n > 0 && S.key_seq == t->seq ? S.key_stack : -1;
     /* Weigh the sample up to the tick, not up to now: the time between the tick
      * and this safepoint (the rest of a long C call) belongs with the next
      * sample, which is how each tick's period goes to the stack seen at it.
@@ -260,12 +260,19 @@ HK_HOT static void take_sample(void)
     int late = leaf.cfp ? hk_stack_walk_pushed_since(leaf.slot, leaf.cfp) : 0;
     int truncated = n > max;
     if (truncated) n = max;
-    if (!late && state != HK_TICK_RUNNING && n > 1 && S.line_buf[0] == 0) {
+    /* the job runs after a block, in the C method (line 0) that blocked */
+    int after_block = !late && state != HK_TICK_RUNNING && n > 1 && S.line_buf[0] == 0;
+    /* A stale tick (pace.h): the code that used its period may have returned
+     * long before the block, so nothing seen now is known to have used it.
+     * The one stack known to have run in it is the one where it began, seen
+     * by this thread's previous sample: the sample goes there. */
+    int64_t stale_to = after_block && state == HK_TICK_STALE && t->tick_stack ? (int64_t)t->tick_stack - 1 : -1;
+    if (after_block && stale_to < 0) {
         /* A tick the worker took with this thread off CPU: the period ended
          * shortly (the worker's wake-up latency) before the thread blocked, in
-         * the code leading to the blocking call, and the job runs only after it.
-         * The C method it blocked in (line 0: a cfunc) used next to no CPU, so
-         * the sample goes to its caller's stack. */
+         * the code leading to the blocking call (or it is a stale tick of a
+         * thread with no previous sample). The C method it blocked in used
+         * next to no CPU, so the sample goes to its caller's stack. */
         late = 1;
     }
     /* the sample goes to its stack without the frames called after the tick;
@@ -276,13 +283,10 @@ HK_HOT static void take_sample(void)
     if (stack < 0) goto drop;
     S.key_walk = walk;
     verify_key(n, same);
-    if (state == HK_TICK_STALE && prev_stack >= 0) {
-        /* A stale tick (pace.h): the code that used its period may have
-         * returned before the block this job runs after, so nothing seen now
-         * is known to have used it. The one stack known to have run in it is
-         * the one at its start, the previous sample's: the sample goes there.
-         * (The key buffer keeps this walk's stack for the next sample.) */
-        stack = prev_stack;
+    /* this thread's next period begins here */
+    t->tick_stack = (uint32_t)stack + 1;
+    if (stale_to >= 0) {
+        stack = stale_to;
         S.stale_count++;
     } else if (skip) {
         S.moved_count++;
@@ -292,6 +296,7 @@ HK_HOT static void take_sample(void)
     return;
 drop:
     S.key_n = 0; /* the key may be half-updated */
+    t->tick_stack = 0;
     S.dropped_count++;
 }
 

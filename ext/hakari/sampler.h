@@ -75,6 +75,7 @@ typedef struct hk_sampler_stats {
 typedef struct hk_thread {
     VALUE thread;
     uint32_t seq;        /* 1-based, in order of first sample; 0 = not sampled yet */
+    uint32_t tick_stack; /* 1 + the stack its latest sample's job saw, where its next period began; 0: none */
     int64_t prev_clock;  /* this thread's clock where its previous sample's weight ended (ns) */
     clockid_t clock;     /* the clock its weights are read on; set at its first sample */
     int has_clock;
@@ -103,7 +104,6 @@ typedef struct hk_tick {
     hk_leaf leaf;          /* the watched thread's leaf frame, read just before the clock */
 } hk_tick;
 
-
 typedef struct hk_loc { VALUE frame; int line; } hk_loc;
 
 typedef struct hk_agg_row { int64_t weight; uint64_t count; } hk_agg_row; /* one cache line access per sample */
@@ -126,7 +126,7 @@ typedef struct hk_sampler {
     int key_truncated;
     uint32_t key_seq;   /* its thread */
     int key_skip;       /* top frames left out of its stack: called after its tick */
-    int64_t key_stack;  /* the stack its sample went to, or -1 */
+    int64_t key_stack;  /* the stack interned for it (its sample's, unless stale: sampler.c), or -1 */
     /* owned by the GVL */
     int running;
     int building;       /* a snapshot is reading the tables */
@@ -189,6 +189,5 @@ void hk_sampler_init(void);
 
 /* profile_build.c — ctx: GVL (allocates Ruby strings while resolving names) */
 hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *stats);
-
 
 #endif

@@ -21,7 +21,8 @@ typedef struct sim {
     const span *spans; int nspans; /* the watched thread; after the last: blocked */
     int64_t others_rate_pct;       /* other threads' CPU, % of wall time */
     int64_t now;
-    int before_ticks;
+    int reads;          /* of the watched clock */
+    int reads_at_leaf;  /* reads done when before_tick came */
 } sim;
 
 static int64_t cpu_at(const sim *s, int64_t t)
@@ -42,6 +43,7 @@ static int64_t sim_cpu(void *ctx, clockid_t c)
     sim *s = ctx;
     if (c != WATCHED) return -1;
     s->now += US; /* a read takes time: the second read sees the thread move only if it runs */
+    s->reads++;
     return cpu_at(s, s->now);
 }
 static int64_t sim_others(void *ctx, int64_t watched)
@@ -50,22 +52,30 @@ static int64_t sim_others(void *ctx, int64_t watched)
     sim *s = ctx;
     return s->now * s->others_rate_pct / 100;
 }
-static void sim_before_tick(void *ctx) { ((sim *)ctx)->before_ticks++; }
+static void sim_before_tick(void *ctx)
+{
+    sim *s = ctx;
+    s->reads_at_leaf = s->reads;
+}
 
-typedef struct run_result { int ticks, running, blocked, stale; int64_t first_at, last_state; } run_result;
+/* misordered: ticks whose leaf was not read between the look's two reads of the watched clock */
+typedef struct run_result { int ticks, running, blocked, stale, misordered; int64_t first_at, last_state; } run_result;
 
 /* Looks from `from` until `to`; a look at or after late_at (once) comes `late` later than asked. */
 static run_result run(sim *s, int64_t from, int64_t to, int64_t late_at, int64_t late)
 {
     hk_pacer p = hk_pace_new();
     const hk_pace_reader r = {sim_wall, sim_cpu, sim_others, sim_before_tick, s};
-    run_result res = {0, 0, 0, 0, -1, -1};
+    run_result res = {0, 0, 0, 0, 0, -1, -1};
     s->now = from;
     while (s->now < to) {
         hk_pace_tick tick;
+        int reads = s->reads;
+        s->reads_at_leaf = -1;
         long wait = hk_pace_look(&p, WATCHED, PERIOD, &r, &tick);
         if (tick.due) {
             res.ticks++;
+            res.misordered += !(s->reads_at_leaf == reads + 1 && s->reads == reads + 2);
             if (res.first_at < 0) res.first_at = tick.at;
             res.last_state = tick.state;
             res.running += tick.state == HK_TICK_RUNNING;
@@ -81,10 +91,11 @@ static run_result run(sim *s, int64_t from, int64_t to, int64_t late_at, int64_t
 static void test_running_thread_ticks_once_per_period_of_cpu(void)
 {
     const span spans[] = {{100 * MS, 1}};
-    sim s = {spans, 1, 0, 0, 0};
+    sim s = {spans, 1, 0, 0, 0, 0};
     run_result r = run(&s, 0, 100 * MS, -1, 0);
     CHECK_MSG(r.ticks >= 98 && r.ticks <= 101, "%d ticks in 100 ms of CPU at 1000 Hz", r.ticks);
     CHECK_INT(r.running, r.ticks);
+    CHECK_INT(r.misordered, 0);
     /* the first tick at a period of CPU, at most 1/16 early */
     CHECK_MSG(r.first_at >= PERIOD - PERIOD / 16 && r.first_at <= PERIOD + 30 * US, "first tick at %lld ns of CPU",
               (long long)r.first_at);
@@ -93,7 +104,7 @@ static void test_running_thread_ticks_once_per_period_of_cpu(void)
 static void test_no_tick_while_the_thread_sleeps(void)
 {
     const span spans[] = {{MS / 2, 1}, {100 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0};
+    sim s = {spans, 2, 0, 0, 0, 0};
     run_result r = run(&s, 0, 100 * MS, -1, 0);
     CHECK_INT(r.ticks, 0); /* half a period of CPU, then sleep: nothing is due */
 }
@@ -104,31 +115,55 @@ static void test_no_tick_while_the_thread_sleeps(void)
 static void test_block_just_after_the_period_is_blocked(void)
 {
     const span spans[] = {{PERIOD + 20 * US, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0};
+    sim s = {spans, 2, 0, 0, 0, 0};
     run_result r = run(&s, 0, 50 * MS, PERIOD / 2, 40 * US);
     CHECK_INT(r.ticks, 1);
     CHECK_INT(r.last_state, HK_TICK_BLOCKED);
     CHECK_MSG(r.first_at >= PERIOD, "tick at %lld ns of CPU", (long long)r.first_at);
 }
 
-/* The same, but the worker is kept off its core for 3 periods just before the
- * period's end: by the time it looks, the thread has run well past the period
- * and blocked, and what ran the period is no longer known. */
-static void test_late_look_at_a_blocked_thread_is_stale(void)
+/* The worker is kept off its core for 3 periods just before the period's
+ * end, while the thread runs on for 2 more periods and then blocks: the code
+ * that used the period may have returned long before the block. STALE. */
+static void test_late_look_after_long_running_is_stale(void)
 {
     const span spans[] = {{3 * PERIOD, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0};
+    sim s = {spans, 2, 0, 0, 0, 0};
     run_result r = run(&s, 0, 50 * MS, PERIOD / 2, 3 * PERIOD);
     CHECK_INT(r.ticks, 1);
     CHECK_INT(r.last_state, HK_TICK_STALE);
+    CHECK_INT(r.misordered, 0);
 }
 
-/* Lateness within half a period is an ordinary wake-up: still BLOCKED. */
-static void test_slightly_late_look_is_still_blocked(void)
+/* Just as late, but the thread blocked 20 µs after the period's end: the code
+ * leading to the block did use the period. BLOCKED, however late the look. */
+static void test_late_look_just_after_the_period_is_blocked(void)
 {
-    const span spans[] = {{PERIOD + 50 * US, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0};
-    run_result r = run(&s, 0, 50 * MS, PERIOD / 2, PERIOD / 4);
+    const span spans[] = {{PERIOD + 20 * US, 1}, {50 * MS, 0}};
+    sim s = {spans, 2, 0, 0, 0, 0};
+    run_result r = run(&s, 0, 50 * MS, PERIOD / 2, 3 * PERIOD);
+    CHECK_INT(r.ticks, 1);
+    CHECK_INT(r.last_state, HK_TICK_BLOCKED);
+}
+
+/* Half a period of running past the period's end is still the code leading to the block. */
+static void test_up_to_half_a_period_past_the_end_is_blocked(void)
+{
+    const span spans[] = {{PERIOD + PERIOD / 2 - 10 * US, 1}, {50 * MS, 0}};
+    sim s = {spans, 2, 0, 0, 0, 0};
+    run_result r = run(&s, 0, 50 * MS, PERIOD / 2, 3 * PERIOD);
+    CHECK_INT(r.ticks, 1);
+    CHECK_INT(r.last_state, HK_TICK_BLOCKED);
+}
+
+/* A late look at a thread that ran on, blocked, and is back on CPU: the stack
+ * seen then is running again; BLOCKED (the job gives a C method it finds
+ * itself in to its caller), never STALE. */
+static void test_late_look_after_the_thread_resumed_is_blocked(void)
+{
+    const span spans[] = {{3 * PERIOD, 1}, {4 * PERIOD, 0}, {50 * MS, 1}};
+    sim s = {spans, 3, 0, 0, 0, 0};
+    run_result r = run(&s, 0, 5 * PERIOD + 100 * US, PERIOD / 2, 4 * PERIOD); /* up to the late look */
     CHECK_INT(r.ticks, 1);
     CHECK_INT(r.last_state, HK_TICK_BLOCKED);
 }
@@ -138,11 +173,21 @@ static void test_slightly_late_look_is_still_blocked(void)
 static void test_late_look_at_a_running_thread_is_running(void)
 {
     const span spans[] = {{50 * MS, 1}};
-    sim s = {spans, 1, 0, 0, 0};
-    run_result r = run(&s, 0, 10 * MS, PERIOD / 2, 3 * PERIOD);
-    CHECK_MSG(r.ticks >= 6, "%d ticks", r.ticks);
-    CHECK_INT(r.stale, 0);
-    CHECK_INT(r.blocked, 0);
+    sim s = {spans, 1, 0, 0, 0, 0};
+    run_result r = run(&s, 0, 20 * MS, PERIOD / 2, 3 * PERIOD);
+    /* 20 ms of CPU, of which the lateness folds 3 periods into one tick */
+    CHECK_MSG(r.ticks >= 15 && r.ticks <= 18, "%d ticks", r.ticks);
+    CHECK_INT(r.running, r.ticks);
+}
+
+/* The first look at a thread (a new one to watch) starts its period there,
+ * whatever CPU it used before: nothing is due, let alone stale. */
+static void test_first_look_starts_the_period(void)
+{
+    const span spans[] = {{10 * MS, 1}, {50 * MS, 0}};
+    sim s = {spans, 2, 0, 0, 0, 0};
+    run_result r = run(&s, 20 * MS, 50 * MS, -1, 0);
+    CHECK_INT(r.ticks, 0);
 }
 
 /* While the watched thread blocks, other threads' CPU counts towards the
@@ -151,7 +196,7 @@ static void test_late_look_at_a_running_thread_is_running(void)
 static void test_other_threads_cpu_completes_the_period(void)
 {
     const span spans[] = {{100 * US, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 50, 0, 0}; /* others use half of wall time */
+    sim s = {spans, 2, 50, 0, 0, 0}; /* others use half of wall time */
     run_result r = run(&s, 0, 20 * MS, -1, 0);
     CHECK_MSG(r.ticks >= 7 && r.ticks <= 11, "%d ticks for ~10 ms of the others' CPU", r.ticks);
     CHECK_INT(r.stale, 0);
@@ -163,9 +208,12 @@ int main(void)
     RUN(test_running_thread_ticks_once_per_period_of_cpu);
     RUN(test_no_tick_while_the_thread_sleeps);
     RUN(test_block_just_after_the_period_is_blocked);
-    RUN(test_late_look_at_a_blocked_thread_is_stale);
-    RUN(test_slightly_late_look_is_still_blocked);
+    RUN(test_late_look_after_long_running_is_stale);
+    RUN(test_late_look_just_after_the_period_is_blocked);
+    RUN(test_up_to_half_a_period_past_the_end_is_blocked);
+    RUN(test_late_look_after_the_thread_resumed_is_blocked);
     RUN(test_late_look_at_a_running_thread_is_running);
+    RUN(test_first_look_starts_the_period);
     RUN(test_other_threads_cpu_completes_the_period);
     return check_done();
 }
