@@ -230,6 +230,25 @@ static void verify_key(int n, int same)
     }
 }
 
+/* A tick the worker took with this thread off CPU (pace.h), whose job runs
+ * after the block, in the C method (line 0) that blocked: that method used
+ * next to no CPU. Returns how many frames to leave out of the sample's stack
+ * (1: the period ended shortly, the worker's wake-up latency, before the
+ * thread blocked, in the code leading to the blocking call: its caller gets
+ * it), or sets *stale_to for a stale tick: the code that used its period may
+ * have returned long before the block, so nothing seen now is known to have
+ * used it; the one stack known to have run in it is where it began, seen by
+ * this thread's previous sample. Rare, so kept off the sampling path's lines. */
+__attribute__((cold, noinline)) static int off_cpu_tick(const hk_thread *t, int state, int n, int64_t *stale_to)
+{
+    if (n <= 1 || S.line_buf[0] != 0) return 0; /* not in a C method: the thread was preempted or resumed */
+    if (state == HK_TICK_STALE && t->tick_stack) {
+        *stale_to = (int64_t)t->tick_stack - 1;
+        return 0;
+    }
+    return 1;
+}
+
 HK_HOT static void take_sample(void)
 {
     prefetch_previous_sample();
@@ -260,21 +279,8 @@ HK_HOT static void take_sample(void)
     int late = leaf.cfp ? hk_stack_walk_pushed_since(leaf.slot, leaf.cfp) : 0;
     int truncated = n > max;
     if (truncated) n = max;
-    /* the job runs after a block, in the C method (line 0) that blocked */
-    int after_block = !late && state != HK_TICK_RUNNING && n > 1 && S.line_buf[0] == 0;
-    /* A stale tick (pace.h): the code that used its period may have returned
-     * long before the block, so nothing seen now is known to have used it.
-     * The one stack known to have run in it is the one where it began, seen
-     * by this thread's previous sample: the sample goes there. */
-    int64_t stale_to = after_block && state == HK_TICK_STALE && t->tick_stack ? (int64_t)t->tick_stack - 1 : -1;
-    if (after_block && stale_to < 0) {
-        /* A tick the worker took with this thread off CPU: the period ended
-         * shortly (the worker's wake-up latency) before the thread blocked, in
-         * the code leading to the blocking call (or it is a stale tick of a
-         * thread with no previous sample). The C method it blocked in used
-         * next to no CPU, so the sample goes to its caller's stack. */
-        late = 1;
-    }
+    int64_t stale_to = -1;
+    if (state != HK_TICK_RUNNING && !late) late = off_cpu_tick(t, state, n, &stale_to);
     /* the sample goes to its stack without the frames called after the tick;
      * only that stack is interned; the ids of all n stay in the key buffer for the next sample */
     int skip = late > 0 && late < n ? late : 0;
