@@ -109,51 +109,38 @@ static void test_no_tick_while_the_thread_sleeps(void)
     CHECK_INT(r.ticks, 0); /* half a period of CPU, then sleep: nothing is due */
 }
 
-/* The thread runs a period and a bit, then blocks, 20 µs before the worker's
- * look (an ordinary wake-up 40 µs late) finds the period over with the thread
- * off CPU: a BLOCKED tick (the job gives it to the code leading to the block). */
-static void test_block_just_after_the_period_is_blocked(void)
+/* The thread runs for run_for, then blocks for good; the worker's look that
+ * comes after half a period is `late` late. The state of the one tick, or -1. */
+static int state_after_block(int64_t run_for, int64_t late, int *misordered)
 {
-    const span spans[] = {{PERIOD + 20 * US, 1}, {50 * MS, 0}};
+    const span spans[] = {{run_for, 1}, {50 * MS, 0}};
     sim s = {spans, 2, 0, 0, 0, 0};
-    run_result r = run(&s, 0, 50 * MS, PERIOD / 2, 40 * US);
-    CHECK_INT(r.ticks, 1);
-    CHECK_INT(r.last_state, HK_TICK_BLOCKED);
-    CHECK_MSG(r.first_at >= PERIOD, "tick at %lld ns of CPU", (long long)r.first_at);
+    run_result r = run(&s, 0, 50 * MS, PERIOD / 2, late);
+    *misordered = r.misordered;
+    return r.ticks == 1 && r.first_at >= PERIOD ? (int)r.last_state : -1;
 }
 
-/* The worker is kept off its core for 3 periods just before the period's
- * end, while the thread runs on for 2 more periods and then blocks: the code
- * that used the period may have returned long before the block. STALE. */
-static void test_late_look_after_long_running_is_stale(void)
+/* A tick that finds the thread blocked after its period: BLOCKED when the
+ * thread ran at most half a period past the period's end (the code leading to
+ * the block used the period, however late the worker looks); STALE when it
+ * ran on longer (the worker was kept off its core and what used the period
+ * may have returned long before the block). */
+static void test_state_of_a_tick_after_a_block(void)
 {
-    const span spans[] = {{3 * PERIOD, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0, 0};
-    run_result r = run(&s, 0, 50 * MS, PERIOD / 2, 3 * PERIOD);
-    CHECK_INT(r.ticks, 1);
-    CHECK_INT(r.last_state, HK_TICK_STALE);
-    CHECK_INT(r.misordered, 0);
-}
-
-/* Just as late, but the thread blocked 20 µs after the period's end: the code
- * leading to the block did use the period. BLOCKED, however late the look. */
-static void test_late_look_just_after_the_period_is_blocked(void)
-{
-    const span spans[] = {{PERIOD + 20 * US, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0, 0};
-    run_result r = run(&s, 0, 50 * MS, PERIOD / 2, 3 * PERIOD);
-    CHECK_INT(r.ticks, 1);
-    CHECK_INT(r.last_state, HK_TICK_BLOCKED);
-}
-
-/* Half a period of running past the period's end is still the code leading to the block. */
-static void test_up_to_half_a_period_past_the_end_is_blocked(void)
-{
-    const span spans[] = {{PERIOD + PERIOD / 2 - 10 * US, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0, 0};
-    run_result r = run(&s, 0, 50 * MS, PERIOD / 2, 3 * PERIOD);
-    CHECK_INT(r.ticks, 1);
-    CHECK_INT(r.last_state, HK_TICK_BLOCKED);
+    static const struct { const char *what; int64_t run_for, late; int state; } cases[] = {
+        {"blocks 20 us past the period, look 40 us late (an ordinary wake-up)", PERIOD + 20 * US, 40 * US,
+         HK_TICK_BLOCKED},
+        {"blocks 20 us past the period, look 3 periods late", PERIOD + 20 * US, 3 * PERIOD, HK_TICK_BLOCKED},
+        {"blocks just under half a period past it, look 3 periods late", PERIOD + PERIOD / 2 - 10 * US, 3 * PERIOD,
+         HK_TICK_BLOCKED},
+        {"runs 2 periods past it, look 3 periods late", 3 * PERIOD, 3 * PERIOD, HK_TICK_STALE},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int misordered;
+        int state = state_after_block(cases[i].run_for, cases[i].late, &misordered);
+        CHECK_MSG(state == cases[i].state, "%s: state %d, expected %d", cases[i].what, state, cases[i].state);
+        CHECK_MSG(misordered == 0, "%s: the leaf was not read between the two clock reads", cases[i].what);
+    }
 }
 
 /* A late look at a thread that ran on, blocked, and is back on CPU: the stack
@@ -207,10 +194,7 @@ int main(void)
 {
     RUN(test_running_thread_ticks_once_per_period_of_cpu);
     RUN(test_no_tick_while_the_thread_sleeps);
-    RUN(test_block_just_after_the_period_is_blocked);
-    RUN(test_late_look_after_long_running_is_stale);
-    RUN(test_late_look_just_after_the_period_is_blocked);
-    RUN(test_up_to_half_a_period_past_the_end_is_blocked);
+    RUN(test_state_of_a_tick_after_a_block);
     RUN(test_late_look_after_the_thread_resumed_is_blocked);
     RUN(test_late_look_at_a_running_thread_is_running);
     RUN(test_first_look_starts_the_period);
