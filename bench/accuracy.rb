@@ -197,8 +197,11 @@ summary = {}
 end
 
 # A tick whose timer thread the hypervisor kept off its core lands late, often in the next
-# method (a sleep right after a busy loop then gets the loop's CPU): on this VM the cpu-mode
-# error went from about 1 % with under 250 ms stolen to 2.5-3 % with 300-650 ms and 8-9 % with 2 s.
+# method: on this VM the cpu-mode error went from about 1 % with under 250 ms stolen to
+# 2.5-3 % with 300-650 ms and 8-9 % with 2 s, when a sleep right after a busy loop got the
+# loop's CPU. Since hakari gives such stale ticks to the previous sample's stack
+# (stale_count), a late worker costs less (1.4-3.8 % with delays injected, bench/README.md),
+# but still more than a timely one.
 NOISY_STEAL_MS = 250
 puts "\nmean relative error (target: hakari <= 2% in both modes)"
 summary.each do |(p, m), (e, steal)|
