@@ -261,6 +261,28 @@ class ApiTest < Minitest::Test
     data.encode(:pprof)
   end
 
+  # The job only captures a stack; its batch is resolved up to 32 samples later (sampler.c).
+  # Until then the capture alone keeps its methods and iseqs alive: here each method is
+  # removed and its class dropped, and the GC runs and compacts, while its samples wait.
+  def test_code_gone_before_its_samples_are_resolved_keeps_its_names
+    data = Hakari.start(mode: :wall, frequency: 5000) do
+      20.times do |i|
+        klass = Class.new
+        klass.class_eval "def transient_#{i} = Workloads.spin(0.002)", "transient.rb", 1
+        klass.new.public_send("transient_#{i}")
+        klass.send(:remove_method, "transient_#{i}")
+        klass = nil # rubocop:disable Lint/UselessAssignment
+        GC.start
+        GC.compact if GC.respond_to?(:compact)
+      end
+    end
+    sampled = data.samples.flat_map { |frames, _| frames }.select { |name, file, _| file == "transient.rb" }
+    names = sampled.map(&:first).uniq
+    assert_operator names.size, :>=, 10, "most of the 20 methods were sampled"
+    names.each { |name| assert_match(/\A#<Class:0x\h+>#transient_\d+\z/, name) }
+    assert_operator data[:dropped_count], :<, data[:sample_count] / 10
+  end
+
   def test_forked_child_stops_quietly_and_parent_keeps_profiling
     Hakari.start(mode: :wall)
     pid = fork do

@@ -7,8 +7,10 @@
  * the tick minus its clock at its previous sample (CPU clock in cpu mode,
  * monotonic clock in wall mode), so no time is lost or double-counted when a
  * safepoint comes late, and the rest of a long C call goes to the next sample.
- * Aggregation happens inside the job, under the GVL: no lock is needed, and
- * the GC mark function sees consistent tables. The tables use malloc (never
+ * The job only captures the stack (stack_walk.h) and the sample's weight;
+ * every BATCH samples it resolves and aggregates the batch, under the GVL: no
+ * lock is needed, the GC mark function sees consistent tables, and the
+ * tables are in the cache for all but the first sample of a batch. The tables use malloc (never
  * the Ruby heap, which could start a GC mid-sample); they grow only when a new
  * frame/stack appears, so steady-state sampling allocates nothing.
  */
@@ -69,11 +71,11 @@ static int grow_agg_rows(size_t need)
 
 /* A stack id is its aggregation row: the thread is part of the stack's key
  * (intern_current_stack), so a sample adds to one row it reaches by index. */
-HK_HOT static int record(uint32_t stack, int64_t weight)
+HK_HOT static int record(uint32_t stack, int64_t weight, int64_t time_ns)
 {
     if (!S.cfg.aggregate) {
         if (hk_array_grow((void **)&S.raw, &S.raw_cap, S.nraw + 1, sizeof(*S.raw)) < 0) return -1;
-        S.raw[S.nraw++] = (hk_raw_sample){stack, weight, hk_clock_ns(CLOCK_REALTIME)};
+        S.raw[S.nraw++] = (hk_raw_sample){stack, weight, time_ns};
         return 0;
     }
     if (stack >= S.agg_cap && grow_agg_rows((size_t)stack + 1) < 0) return -1;
@@ -165,15 +167,10 @@ HK_HOT static int64_t tick_weight(hk_thread *t, int *state, hk_leaf *leaf)
     return weight;
 }
 
-/* A sample comes every millisecond or so, and in between the program evicts
- * our data from the cache. Ask now for what this sample will most likely
- * touch — the leaf end of the previous sample's key, its stack's aggregation
- * slot, the thread it ran on, the worker's tick — so those loads overlap with
- * the stack walk instead of queueing after it. */
-HK_HOT static void prefetch_previous_sample(void)
+/* The job's first loads: the thread it most likely runs on and the worker's
+ * tick, started before the capture so that they arrive during it. */
+HK_HOT static void prefetch_thread_and_tick(void)
 {
-    if (S.key_n > 0) __builtin_prefetch(&KEY_POS(S.key_n - 1));
-    if (S.key_stack >= 0 && (size_t)S.key_stack < S.agg_cap) __builtin_prefetch(&S.agg_rows[S.key_stack]);
     if (S.last_thread < S.nthreads) {
         /* 48 bytes (asserted below): every other one spans two lines */
         __builtin_prefetch(&S.threads[S.last_thread]);
@@ -182,7 +179,7 @@ HK_HOT static void prefetch_previous_sample(void)
     __builtin_prefetch((const void *)&S.tick);
 }
 
-_Static_assert(sizeof(hk_thread) == 48, "prefetch_previous_sample loads a thread's record as two lines");
+_Static_assert(sizeof(hk_thread) == 48, "prefetch_thread_and_tick loads a thread's record as two lines");
 
 /* The callback's cost is counted on the TSC where the kernel trusts it: four
  * reads per sample at a few cycles each, against ~25 ns for clock_gettime, in
@@ -249,45 +246,51 @@ __attribute__((cold, noinline)) static int off_cpu_tick(const hk_thread *t, int 
     return 1;
 }
 
-HK_HOT static void take_sample(void)
+/* A sample waiting in the batch: its head, then its capture (stack_walk.h). */
+typedef struct sample_head {
+    uint32_t thread;  /* index in threads, or LOST_SAMPLE */
+    int32_t state;    /* HK_TICK_*: how the thread was at the tick */
+    int64_t weight;
+    int64_t time_ns;  /* CLOCK_REALTIME at the job (aggregate: false) */
+    hk_leaf leaf;     /* the thread's leaf frame at the tick */
+} sample_head;
+#define HEAD_WORDS (sizeof(sample_head) / sizeof(uint64_t))
+_Static_assert(sizeof(sample_head) % sizeof(uint64_t) == 0, "a capture starts on a word");
+#define LOST_SAMPLE UINT32_MAX /* its capture is resolved all the same: the next ones may build on it */
+
+/* Samples resolved together: the tables are cold for the first of a batch
+ * and warm for the rest, and the program's own cache lines are evicted once
+ * per batch rather than once per sample. */
+#define BATCH 32
+
+/* One sample of the batch: its capture's frames, interned as its stack, its
+ * weight added to that stack's row. */
+HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
 {
-    prefetch_previous_sample();
     int max = S.cfg.max_depth;
+    int same, cut;
     uint64_t w0 = cost_clock();
-    int same;
-    int n = hk_stack_walk_since(S.frame_buf, S.line_buf, max + 1, S.key_n ? S.key_walk : 0, &same);
-    uint64_t walk = hk_stack_walk_number();
+    int n = hk_stack_walk_resolve(cap, S.frame_buf, S.line_buf, max + 1, S.key_n ? S.key_walk : 0, &same, &cut);
     S.stack_walk_time += cost_clock() - w0;
     /* A stack that cannot be read loses no time: its weight goes to the next sample. */
-    if (n <= 0) { S.dropped_count++; return; }
-    hk_thread *t = current_thread();
-    if (!t) { S.dropped_count++; return; }
-    /* Weigh the sample up to the tick, not up to now: the time between the tick
-     * and this safepoint (the rest of a long C call) belongs with the next
-     * sample, which is how each tick's period goes to the stack seen at it.
-     * Read after the walk: the worker wrote the tick on its own core, and the
-     * line's trip here (prefetched at the start) overlaps with the walk. */
-    int state = HK_TICK_RUNNING;
-    hk_leaf leaf = {NULL, 0};
-    int64_t weight = tick_weight(t, &state, &leaf);
-    /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
-    if (S.cfg.mode == HK_MODE_CPU && __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED) != t->clock)
-        __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED); /* written only on change: the worker reads it */
-    const void *slot = hk_stack_walk_leaf_slot();
-    if (__atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED) != slot) __atomic_store_n(&S.leaf_slot, slot, __ATOMIC_RELAXED);
+    if (n <= 0 || h->thread == LOST_SAMPLE) {
+        S.dropped_count++;
+        return;
+    }
+    hk_thread *t = &S.threads[h->thread];
     /* the frames called after the tick did not run in its period (stack_walk.h) */
-    int late = leaf.cfp ? hk_stack_walk_pushed_since(leaf.slot, leaf.cfp) : 0;
-    int truncated = n > max;
-    if (truncated) n = max;
+    int late = h->leaf.cfp ? hk_stack_walk_pushed_since(cap, h->leaf.slot, h->leaf.cfp) : 0;
+    int truncated = n > max || cut;
+    if (n > max) n = max;
     int64_t stale_to = -1;
-    if (state != HK_TICK_RUNNING && !late) late = off_cpu_tick(t, state, n, &stale_to);
+    if (h->state != HK_TICK_RUNNING && !late) late = off_cpu_tick(t, h->state, n, &stale_to);
     /* the sample goes to its stack without the frames called after the tick;
      * only that stack is interned; the ids of all n stay in the key buffer for the next sample */
     int skip = late > 0 && late < n ? late : 0;
-    if (truncated) same = 0; /* it is 0 already: the walk was cut at its limit */
+    if (truncated) same = 0; /* it is 0 already, unless cut below the captured frames */
     int64_t stack = intern_current_stack(n, same, truncated, t->seq, skip);
     if (stack < 0) goto drop;
-    S.key_walk = walk;
+    S.key_walk = hk_stack_walk_capture_number(cap);
     verify_key(n, same);
     /* this thread's next period begins here */
     t->tick_stack = (uint32_t)stack + 1;
@@ -297,13 +300,71 @@ HK_HOT static void take_sample(void)
     } else if (skip) {
         S.moved_count++;
     }
-    if (record((uint32_t)stack, weight) < 0) goto drop;
+    if (record((uint32_t)stack, h->weight, h->time_ns) < 0) goto drop;
     S.sample_count++;
     return;
 drop:
     S.key_n = 0; /* the key may be half-updated */
     t->tick_stack = 0;
     S.dropped_count++;
+}
+
+/* ctx: GVL. Resolves the batch, in the order it was captured. */
+HK_HOT static void resolve_pending(void)
+{
+    for (size_t at = 0; at < S.pending_len;) {
+        const uint64_t *cap = S.pending + at + HEAD_WORDS;
+        resolve_sample((const sample_head *)(S.pending + at), cap);
+        at += HEAD_WORDS + hk_stack_walk_capture_words(cap);
+    }
+    S.pending_len = 0;
+    S.npending = 0;
+}
+
+/* At stop or snapshot: the samples still in the batch, whose resolving is
+ * part of what sampling cost */
+static void resolve_rest(void)
+{
+    uint64_t t0 = cost_clock();
+    resolve_pending();
+    S.sampling_time += cost_clock() - t0;
+}
+
+/* The job's part of a sample: its capture, the thread it ran on and its
+ * weight, appended to the batch. */
+HK_HOT static void take_sample(void)
+{
+    prefetch_thread_and_tick();
+    if (S.pending_cap - S.pending_len < HEAD_WORDS + S.capture_room) resolve_pending();
+    uint64_t *at = S.pending + S.pending_len;
+    uint64_t w0 = cost_clock();
+    long words = hk_stack_walk_capture(at + HEAD_WORDS, S.pending_cap - S.pending_len - HEAD_WORDS);
+    S.stack_walk_time += cost_clock() - w0;
+    if (words <= 0) {
+        S.dropped_count++;
+        return;
+    }
+    sample_head *h = (sample_head *)at;
+    *h = (sample_head){.thread = LOST_SAMPLE, .state = HK_TICK_RUNNING};
+    S.pending_len += HEAD_WORDS + (size_t)words;
+    S.npending++;
+    hk_thread *t = current_thread();
+    if (!t) return;
+    /* Weigh the sample up to the tick, not up to now: the time between the tick
+     * and this safepoint (the rest of a long C call) belongs with the next
+     * sample, which is how each tick's period goes to the stack seen at it.
+     * Read after the capture: the worker wrote the tick on its own core, and
+     * the line's trip here (prefetched at the start) overlaps with it. */
+    int state = HK_TICK_RUNNING;
+    h->weight = tick_weight(t, &state, &h->leaf);
+    h->state = state;
+    h->thread = (uint32_t)(t - S.threads);
+    if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
+    /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
+    if (S.cfg.mode == HK_MODE_CPU && __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED) != t->clock)
+        __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED); /* written only on change: the worker reads it */
+    const void *slot = hk_stack_walk_leaf_slot();
+    if (__atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED) != slot) __atomic_store_n(&S.leaf_slot, slot, __ATOMIC_RELAXED);
 }
 
 /* ctx: GVL (postponed job) */
@@ -320,6 +381,7 @@ HK_HOT static void sample_job(void *arg)
     uint64_t t0 = cost_clock();
     take_sample();
     S.sampling_count++;
+    if (S.npending >= BATCH) resolve_pending();
     S.sampling_time += cost_clock() - t0;
 }
 
@@ -376,6 +438,7 @@ static void free_tables(void)
     free(S.frame_buf);
     free(S.line_buf);
     free(S.key_buf);
+    free(S.pending);
     free(S.fd_clock);
     memset(&S, 0, sizeof(S));
 }
@@ -424,6 +487,15 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
         return -1;
     }
     if (hk_stack_walk_start(cfg->max_depth + 1) < 0) {
+        free_tables();
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    /* room for a batch of ordinary stacks, and always for one of the deepest */
+    S.capture_room = hk_stack_walk_capture_room();
+    S.pending_cap = 2 * (HEAD_WORDS + S.capture_room) + BATCH * 64;
+    S.pending = malloc(S.pending_cap * sizeof(uint64_t));
+    if (!S.pending) {
         free_tables();
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -526,12 +598,13 @@ static void take_tail_sample(void)
         if (!(key[m++] = frame_location(S.frame_buf[i], S.line_buf[i]))) return;
     if (!(key[m++] = frame_location(HK_FRAME_UNSAMPLED, 0))) return;
     int64_t stack = hk_intern_seq(&S.stacks, key, (uint32_t)m);
-    if (stack >= 0 && record((uint32_t)stack, weight) == 0) S.sample_count++;
+    if (stack >= 0 && record((uint32_t)stack, weight, hk_clock_ns(CLOCK_REALTIME)) == 0) S.sample_count++;
 }
 
 hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
 {
     if (!S.running) return NULL;
+    resolve_rest();
     take_tail_sample();
     S.running = 0;
     hk_sampler_events_close(); /* no counter may signal after the worker is gone */
@@ -546,6 +619,7 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
 hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
 {
     if (!S.running) return NULL;
+    resolve_rest();
     fill_stats(stats);
     /* building resolves names through the VM; should that ever reach a safepoint,
      * a sample must not grow the tables being read */
@@ -568,6 +642,8 @@ void hk_sampler_mark(void)
     for (size_t i = 0; i < S.nlocs; i++)
         if (!SPECIAL_CONST_P(S.locs[i].frame)) rb_gc_mark(S.locs[i].frame);
     for (size_t i = 0; i < S.nthreads; i++) rb_gc_mark(S.threads[i].thread);
+    for (size_t at = 0; at < S.pending_len; at += HEAD_WORDS + hk_stack_walk_capture_words(S.pending + at + HEAD_WORDS))
+        hk_stack_walk_mark_capture(S.pending + at + HEAD_WORDS);
     hk_stack_walk_mark();
 }
 
@@ -575,7 +651,7 @@ size_t hk_sampler_memsize(void)
 {
     return hk_pair_map_memsize(&S.frame_locs) + hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
            S.locs_cap * sizeof(hk_loc) + S.agg_cap * sizeof(hk_agg_row) + S.raw_cap * sizeof(hk_raw_sample) +
-           S.threads_cap * sizeof(hk_thread) +
+           S.threads_cap * sizeof(hk_thread) + S.pending_cap * sizeof(uint64_t) +
            (size_t)(S.cfg.max_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + sizeof(int) + sizeof(uint32_t)) +
            KEY_HEAD * sizeof(uint32_t) +
            hk_stack_walk_memsize();

@@ -1,5 +1,5 @@
-/* sampler.h — the sampling collector: timer-triggered postponed job that
- * walks the current thread's stack and aggregates it as it goes.
+/* sampler.h — the sampling collector: a timer-triggered postponed job that
+ * captures the current thread's stack, aggregated as it goes, a batch at a time.
  *
  * Data layout (all owned by the GVL: every reader and writer runs with it):
  *   locations   (frame VALUE, executing line) -> location id (1-based) in one
@@ -14,7 +14,8 @@
  *   agg_rows    by stack id: summed weight and count (count 0: cleared by a
  *               snapshot, or its sample lost to a failed allocation);
  *   raw         with aggregate: false, one record per sample instead;
- *   threads     thread VALUE -> hk_thread (previous clock, sequence number).
+ *   threads     thread VALUE -> hk_thread (previous clock, sequence number);
+ *   pending     the job's captures, resolved into the tables above in batches.
  * Memory grows with unique frames, stacks and threads, not with run length.
  */
 #ifndef HK_SAMPLER_H
@@ -127,6 +128,11 @@ typedef struct hk_sampler {
     uint32_t key_seq;   /* its thread */
     int key_skip;       /* top frames left out of its stack: called after its tick */
     int64_t key_stack;  /* the stack interned for it (its sample's, unless stale: sampler.c), or -1 */
+    /* samples the job has captured and not yet resolved: each a head and a
+     * capture (stack_walk.h), in the order taken; the GC marks what they hold */
+    uint64_t *pending; size_t pending_len, pending_cap; /* in words */
+    size_t capture_room; /* the most words one capture takes */
+    uint32_t npending;
     /* owned by the GVL */
     int running;
     int building;       /* a snapshot is reading the tables */

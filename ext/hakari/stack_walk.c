@@ -51,26 +51,52 @@ int hk_same_from_root(const VALUE *frames, const int *lines, int n, const VALUE 
     return k;
 }
 
-int hk_profile_frames_walk(VALUE *frames, int *lines, int limit, uint64_t known, int *same)
+size_t hk_profile_frames_room(void) { return HK_CAP_HEAD_WORDS + HK_CAP_RESOLVED_WORDS(G.cap); }
+
+/* rb_profile_frames into the capture: frames, then lines packed after them */
+long hk_profile_frames_capture(uint64_t *out, size_t room)
 {
-    uint64_t seq = ++hk_walks;
-    int n = rb_profile_frames(0, limit, frames, lines);
+    if (room < hk_profile_frames_room()) return 0;
+    hk_cap_head *h = (hk_cap_head *)out;
+    VALUE *frames = (VALUE *)(out + HK_CAP_HEAD_WORDS);
+    int *lines = (int *)(frames + G.cap); /* moved down next to the frames once their number is known */
+    int n = rb_profile_frames(0, G.cap, frames, lines);
+    if (n < 0) n = 0;
+    memmove(frames + n, lines, (size_t)n * sizeof(int));
+    *h = (hk_cap_head){.words = (uint32_t)(HK_CAP_HEAD_WORDS + HK_CAP_RESOLVED_WORDS(n)), .kind = HK_CAP_RESOLVED,
+                       .n = (uint32_t)n, .number = ++hk_walks};
+    return (long)h->words;
+}
+
+int hk_profile_frames_resolve(const hk_cap_head *h, VALUE *frames, int *lines, int limit, uint64_t known, int *same)
+{
+    int n = (int)h->n < limit ? (int)h->n : limit;
+    memcpy(frames, hk_cap_frames(h, HK_CAP_HEAD_WORDS), (size_t)n * sizeof(VALUE));
+    memcpy(lines, hk_cap_lines(h, HK_CAP_HEAD_WORDS, h->n), (size_t)n * sizeof(int));
     *same = 0;
-    if (n > 0 && known && known == seq - 1 && G.walk == known && n < limit && G.n < limit)
+    if (n > 0 && known && known == h->number - 1 && G.walk == known && n < limit && G.n < limit)
         *same = hk_same_from_root(frames, lines, n, G.frames, G.lines, G.n);
     G.walk = 0;
-    if (G.frames && n >= 0 && n <= G.cap) {
+    if (G.frames && n <= G.cap) {
         memcpy(G.frames, frames, (size_t)n * sizeof(VALUE));
         memcpy(G.lines, lines, (size_t)n * sizeof(int));
         G.n = n;
-        G.walk = seq;
+        G.walk = h->number;
     }
     return n;
 }
 
+void hk_profile_frames_mark_capture(const hk_cap_head *h)
+{
+    const VALUE *f = hk_cap_frames(h, HK_CAP_HEAD_WORDS);
+    for (uint32_t i = 0; i < h->n; i++)
+        if (!SPECIAL_CONST_P(f[i])) rb_gc_mark(f[i]);
+}
+
 size_t hk_profile_frames_memsize(void) { return (size_t)G.cap * (sizeof(VALUE) + sizeof(int)); }
 
-HK_HOT uint64_t hk_stack_walk_number(void) { return hk_walks; }
+size_t hk_stack_walk_capture_words(const uint64_t *cap) { return ((const hk_cap_head *)cap)->words; }
+uint64_t hk_stack_walk_capture_number(const uint64_t *cap) { return ((const hk_cap_head *)cap)->number; }
 
 void hk_stack_walk_report_mismatch(const char *what, int n, int m, int same)
 {
@@ -91,7 +117,13 @@ int hk_stack_walk_checked(const VALUE **frames, const int **lines)
     return -1;
 }
 const void *hk_stack_walk_thread(void) { return NULL; }
-int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf) { (void)slot; (void)leaf; return 0; }
+int hk_stack_walk_pushed_since(const uint64_t *cap, const void *slot, uintptr_t leaf)
+{
+    (void)cap;
+    (void)slot;
+    (void)leaf;
+    return 0;
+}
 
 int hk_stack_walk_start(int limit)
 {
@@ -99,10 +131,15 @@ int hk_stack_walk_start(int limit)
     hk_walk_kind = "rb_profile_frames";
     return hk_profile_frames_start(limit);
 }
-int hk_stack_walk_since(VALUE *frames, int *lines, int limit, uint64_t known, int *same)
+long hk_stack_walk_capture(uint64_t *out, size_t room) { return hk_profile_frames_capture(out, room); }
+size_t hk_stack_walk_capture_room(void) { return hk_profile_frames_room(); }
+int hk_stack_walk_resolve(const uint64_t *cap, VALUE *frames, int *lines, int limit, uint64_t known, int *same,
+                          int *cut)
 {
-    return hk_profile_frames_walk(frames, lines, limit, known, same);
+    *cut = 0;
+    return hk_profile_frames_resolve((const hk_cap_head *)cap, frames, lines, limit, known, same);
 }
+void hk_stack_walk_mark_capture(const uint64_t *cap) { hk_profile_frames_mark_capture((const hk_cap_head *)cap); }
 void hk_stack_walk_stop(void) { hk_profile_frames_stop(); }
 void hk_stack_walk_mark(void) {}
 size_t hk_stack_walk_memsize(void) { return hk_profile_frames_memsize(); }

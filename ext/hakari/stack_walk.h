@@ -1,6 +1,6 @@
 /* stack_walk.h — the current thread's frames and executing lines, as
  * rb_profile_frames(0, limit, frames, lines) gives them, read in the way that
- * costs the profiled thread least.
+ * costs the profiled thread least: captured in the job, resolved later.
  *
  * Between two samples the program (and, in a VM, its neighbours) evicts from
  * the cache everything rb_profile_frames touches: a method entry, its
@@ -23,52 +23,77 @@
 /* ctx: GVL, at sampler start. Chooses the walker (environment, self-check) and
  * sizes its tables for stacks up to limit frames; 0, or -1 when out of memory. */
 int hk_stack_walk_start(int limit);
-/* ctx: GVL (the sampling job). Like rb_profile_frames(0, limit, frames, lines),
- * but what the caller already has is not copied again. known: the number
- * (hk_stack_walk_number) of the walk whose frames the caller still holds, at
- * their distances from the root; 0 for none. *same receives a number of
- * frames, counted from the root, that are equal (frame and line) to that
- * walk's at the same distance from the root (not always all such frames); it
- * is 0 unless known was the walk just before this one, and 0 when the result
- * was cut at limit. Only frames [0, n - *same) and
- * frame 0 (the leaf) are sure to be written. Consecutive samples share most
- * of their stack, so at any depth a sample costs what changed. */
-int hk_stack_walk_since(VALUE *frames, int *lines, int limit, uint64_t known, int *same);
-/* ctx: GVL. Starts loading what the next walk reads first, so that it arrives
- * together with the caller's own state rather than after it. */
-void hk_stack_walk_prefetch(void);
-/* ctx: GVL. The number of the latest walk: never 0, never reused. */
-uint64_t hk_stack_walk_number(void);
-/* ctx: GVL, after hk_stack_walk_since. HAKARI_STACK_WALK=verify: the frames
- * rb_profile_frames gave at the latest walk, all written, leaf first, so the
+
+/* A sample's stack is read in two steps. The job captures it: it copies what
+ * the control frames hold now, and looks nothing up, so the tables that turn
+ * them into frames and lines stay out of the program's caches. The sampler
+ * resolves its captures later, a batch at a time, in the order they were
+ * taken, each exactly once: the tables are cold for the first of a batch only.
+ * A capture holds VALUEs that only it may keep alive until it is resolved
+ * (hk_stack_walk_mark_capture). */
+
+/* ctx: GVL (the job). Writes the current thread's (or fiber's) stack into
+ * out, which has room words. Returns the words written; 0 when room is less
+ * than hk_stack_walk_capture_room(), -1 when no stack could be read. */
+long hk_stack_walk_capture(uint64_t *out, size_t room);
+/* the most words one capture can take */
+size_t hk_stack_walk_capture_room(void);
+/* how many words the capture at cap takes */
+size_t hk_stack_walk_capture_words(const uint64_t *cap);
+/* its number: never 0, never reused, one more than the capture before it */
+uint64_t hk_stack_walk_capture_number(const uint64_t *cap);
+/* ctx: GC mark phase. Pins what a capture not yet resolved holds. */
+void hk_stack_walk_mark_capture(const uint64_t *cap);
+/* ctx: GVL, after hk_stack_walk_capture. The address where the execution
+ * context it read keeps its leaf control frame pointer, for the worker to
+ * read at a tick; NULL when the capture was not the control-frame walker's. */
+const void *hk_stack_walk_leaf_slot(void);
+/* ctx: GVL, after hk_stack_walk_capture. The VM's own struct of the thread
+ * whose stack it read (what Thread.current wraps), so the caller can tell the
+ * thread without another thread-local read; NULL when unknown. */
+const void *hk_stack_walk_thread(void);
+
+/* ctx: GVL. The frames of the capture at cap, as rb_profile_frames(0, limit,
+ * frames, lines) gave them when it was taken (leaf first), or -1 when they
+ * are lost (out of memory). *cut is set when the stack went on below what
+ * was captured (deeper than the walker keeps: the result is truncated
+ * whatever its length). What the caller already has is not copied again:
+ * known is the number (hk_stack_walk_capture_number) of the capture whose
+ * frames the caller still holds, at their distances from the root, 0 for
+ * none. *same receives a number of frames, counted from the root, equal
+ * (frame and line) to that capture's at the same distance from the root (not
+ * always all such frames); it is 0 unless known was the capture just before
+ * this one, and 0 when the result was cut at limit. Only frames
+ * [0, n - *same) and frame 0 (the leaf) are sure to be written.
+ * Consecutive samples share most of their stack, so at any depth a sample
+ * costs what changed. */
+int hk_stack_walk_resolve(const uint64_t *cap, VALUE *frames, int *lines, int limit, uint64_t known, int *same,
+                          int *cut);
+/* ctx: GVL, after hk_stack_walk_resolve. HAKARI_STACK_WALK=verify: the frames
+ * rb_profile_frames gave at that capture, all written, leaf first, so the
  * caller can check what it kept of the previous sample; -1 when not verifying. */
 int hk_stack_walk_checked(const VALUE **frames, const int **lines);
 /* ctx: GVL. Counts a sample on which the two ways differed (the first is printed). */
 void hk_stack_walk_report_mismatch(const char *what, int n, int m, int same);
+/* ctx: GVL. Starts loading what the next capture reads first, so that it
+ * arrives together with the caller's own state rather than after it. */
+void hk_stack_walk_prefetch(void);
+
 /* Where a sample's time belongs. A tick's period ends on the worker; the job
  * runs at the thread's next safepoint, which may be inside a call made after
  * the tick: typically the blocking call (sleep, read) that ends a stretch of
  * work, whose safepoint on entry would otherwise collect the work before it.
  * The worker reads the thread's leaf control frame pointer at the tick; the
- * job drops the frames pushed since, which were not running at the tick. */
+ * sample leaves out the frames pushed since, which were not running at the tick. */
 
-/* ctx: GVL, after hk_stack_walk_since. The address where the execution context
- * it read (the running thread's or fiber's) keeps its leaf control frame
- * pointer, for the worker to read at a tick; NULL when the walk was not the
- * control-frame walker's. */
-const void *hk_stack_walk_leaf_slot(void);
-/* ctx: GVL, after hk_stack_walk_since. The VM's own struct of the thread whose
- * stack it read (what Thread.current wraps), so the caller can tell the
- * thread without another thread-local read; NULL when unknown. */
-const void *hk_stack_walk_thread(void);
 /* ctx: any thread, the worker's signal handler too. The pointer kept at slot,
  * read by a system call so that a slot freed since (a thread or fiber
  * collected) cannot fault; 0 when it cannot be read. */
 uintptr_t hk_stack_walk_read_leaf(const void *slot);
-/* ctx: GVL, right after hk_stack_walk_since. How many of the frames it returned,
- * from the top, sit in control frames pushed since slot held leaf; 0 when
- * slot is not the walked context's or leaf is not in its stack. */
-int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf);
+/* ctx: GVL, right after hk_stack_walk_resolve(cap). How many of the frames it
+ * returned, from the top, sit in control frames pushed since slot held leaf;
+ * 0 when slot is not the captured context's or leaf is not in its stack. */
+int hk_stack_walk_pushed_since(const uint64_t *cap, const void *slot, uintptr_t leaf);
 
 /* ctx: GVL, at stop. Frees the tables; unpins what they held. */
 void hk_stack_walk_stop(void);

@@ -15,13 +15,43 @@ extern const char *hk_walk_kind;
 /* what hk_stack_walk_mismatches reports */
 extern uint64_t hk_walk_mismatches;
 
+/* A capture (stack_walk.h) starts with this header; its words follow. */
+typedef struct hk_cap_head {
+    uint32_t words;    /* the whole capture, this header included */
+    uint16_t kind;     /* HK_CAP_* */
+    uint16_t flags;    /* HK_CAP_CUT */
+    uint32_t n;        /* control frames captured (HK_CAP_FRAMES), or frames (HK_CAP_RESOLVED) */
+    uint32_t ncheck;   /* verify mode: rb_profile_frames' frames after them, or 0 */
+    uint64_t number;   /* the capture's number (hk_walks when it was taken) */
+    const void *ec;    /* the execution context read (only compared), or NULL */
+    uintptr_t leaf;    /* its leaf control frame then */
+    uintptr_t end;     /* where its control frames end (the root's is just below) */
+} hk_cap_head;
+#define HK_CAP_HEAD_WORDS (sizeof(hk_cap_head) / sizeof(uint64_t))
+_Static_assert(sizeof(hk_cap_head) % sizeof(uint64_t) == 0, "a capture's body starts on a word");
+enum { HK_CAP_FRAMES = 1, HK_CAP_RESOLVED = 2 };
+#define HK_CAP_CUT 1 /* the stack goes on below what was captured */
+
+/* words for n frames and n lines, as a resolved capture and verify mode keep them */
+#define HK_CAP_RESOLVED_WORDS(n) ((size_t)(n) + ((size_t)(n) + 1) / 2)
+
 /* rb_profile_frames, keeping its latest result to tell the next walk how much
  * of it is unchanged: sized for limit frames (0, or -1 when out of memory),
- * freed, walked (as hk_stack_walk_since) */
+ * freed, captured and resolved (as hk_stack_walk_capture and _resolve) */
 int hk_profile_frames_start(int limit);
 void hk_profile_frames_stop(void);
-int hk_profile_frames_walk(VALUE *frames, int *lines, int limit, uint64_t known, int *same);
+long hk_profile_frames_capture(uint64_t *out, size_t room);
+size_t hk_profile_frames_room(void);
+int hk_profile_frames_resolve(const hk_cap_head *h, VALUE *frames, int *lines, int limit, uint64_t known, int *same);
+void hk_profile_frames_mark_capture(const hk_cap_head *h);
 size_t hk_profile_frames_memsize(void);
+
+/* the frames and lines kept in a capture from its word `at` on (n of each) */
+static inline const VALUE *hk_cap_frames(const hk_cap_head *h, size_t at) { return (const VALUE *)h + at; }
+static inline const int *hk_cap_lines(const hk_cap_head *h, size_t at, uint32_t n)
+{
+    return (const int *)((const VALUE *)h + at + n);
+}
 
 /* how many root-side frames of frames/lines (n) equal those of f/l (m) */
 int hk_same_from_root(const VALUE *frames, const int *lines, int n, const VALUE *f, const int *l, int m);

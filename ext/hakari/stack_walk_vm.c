@@ -1,6 +1,13 @@
 /* stack_walk_vm.c — the control-frame walker (see stack_walk.h), and its
  * verify mode.
  *
+ * The job captures: from the leaf down, each control frame's pc, iseq, whether
+ * it is a C frame and the method entry its environment holds, up to the first
+ * frame whose mark says its callers have not run since the previous capture.
+ * That reads only what the program itself keeps warm (its control frames and
+ * environments, the entries' headers) and no table of ours. Resolving a
+ * capture later, in the sampler's batch, gives the frames:
+ *
  * The control-frame walker reproduces rb_profile_frames (vm_backtrace.c):
  * walking from the leaf to the root, a Ruby frame gives its method entry when
  * that is an iseq method, else its iseq, and the line its pc is at; a C frame
@@ -21,7 +28,9 @@
  * Ruby 3.1's (rb_control_frame_t and the leading fields of
  * rb_execution_context_t in vm_core.h), compiled only for that API version
  * (extconf.rb), and checked against rb_profile_frames at every start.
- * Tables use malloc and grow only on a new method, iseq or pc.
+ * Tables use malloc and grow only on a new method, iseq or pc. Captures are
+ * resolved in the order they were taken, each once, so the memo by depth that
+ * a mark vouches for is the one the previous capture's resolution left.
  */
 #include "stack_walk.h"
 #include "stack_walk_internal.h"
@@ -93,36 +102,49 @@ _Static_assert(sizeof(memo) == 32, "two memo entries to a cache line");
 #define OUT_UNKNOWN 0xffff
 #define NO_DEPTH ((size_t)-1)
 
-/* What every sample reads comes first, in two cache lines that the job starts
- * loading before anything else (hk_stack_walk_prefetch): between samples the
- * program evicts them, and each line is a load from memory. */
+/* One control frame as the job captured it: three words. */
+typedef struct raw_frame {
+    uintptr_t pc_bits;  /* its pc (NULL for a C frame) | RAW_CFRAME | RAW_TRUSTED */
+    const void *iseq;   /* a Ruby frame's iseq; NULL for a C frame */
+    VALUE me;           /* the method entry its environment holds (an imemo ment), or 0 */
+} raw_frame;
+#define RAW_CFRAME 1
+#define RAW_TRUSTED 2 /* its mark vouches for its callers: the capture ends with it */
+#define RAW_PC(r) ((const VALUE *)((r)->pc_bits & ~(uintptr_t)3))
+#define RAW_WORDS (sizeof(raw_frame) / sizeof(uint64_t))
+
 static struct {
+    /* the job's capture reads and writes these: one cache line, which the job
+     * starts loading first (hk_stack_walk_prefetch) */
     _Alignas(64) int enabled; /* (an alignment applies to every name declared with it) */
     int verify;
-    int checked_n;       /* verify mode: frames in check_frames from the latest walk, or -1 */
     int marks;           /* frames are marked (not under YJIT, nor with continuations) */
-    size_t last_leaf;    /* depth of the previous walk's leaf when its whole result is in the memo, else NO_DEPTH */
-    const vm_ec *run_ec; /* the stack of the previous walk */
-    const vm_ec *walked_ec; /* the context the last walk read, NULL when it fell back */
+    int thread_ptr_ok;   /* ec->thread_ptr was checked against Thread.current at start */
+    const vm_ec *run_ec; /* the stack of the previous capture */
+    const vm_ec *walked_ec; /* the context the last capture read, NULL when it fell back */
     uint64_t run_start;  /* marks at or after this were written in the current run */
-    memo *memo; size_t memo_cap; /* by distance from the root */
-    /* The previous walk's leaf and result, when whole (last_leaf): a stack
-     * that has not changed since is answered from these two lines alone. */
-    const VALUE *leaf_pc; /* its leaf's pc (the leaf is at depth last_leaf of run_ec) */
+    size_t memo_cap;     /* control frames a capture keeps at most; the memo's depth */
+    /* the resolver's: what resolving a capture reads */
+    _Alignas(64) int checked_n; /* verify mode: frames in check_frames from the latest resolve, or -1 */
+    size_t last_leaf;    /* depth of the previous result's leaf when it is whole in the memo, else NO_DEPTH */
+    const void *res_ec;  /* the context of the previous capture resolved */
+    uint64_t broken_upto; /* captures up to this number may trust a memo that was lost: not resolved */
+    memo *memo;          /* by distance from the root */
+    /* The previous result's leaf and first frame, when whole (last_leaf): a
+     * stack that has not changed since is answered from these alone. */
+    const VALUE *leaf_pc; /* its leaf's pc (the leaf is at depth last_leaf of res_ec) */
     VALUE first_frame;   /* its frames[0] and lines[0] */
     int first_line;
     int result_n;        /* its frame count */
-    int thread_ptr_ok;   /* ec->thread_ptr was checked against Thread.current at start */
-    /* then what a frame whose pc moved reads */
-    _Alignas(64) hk_pair_map lines; /* pc -> line + 1 */
+    hk_pair_map lines;   /* pc -> line + 1 */
     hk_pair_map ments;   /* method entry VALUE -> method type + 1 */
     VALUE *ment_list; size_t nments, ments_cap;
     hk_pair_map iseqs;   /* pinned iseq -> 1 */
     VALUE *iseq_list; size_t niseqs, iseqs_cap;
-    VALUE *check_frames; int *check_lines; int check_cap; /* verify mode's second walk */
+    VALUE *check_frames; int *check_lines; int check_cap; /* verify mode: rb_profile_frames' frames at the capture */
     VALUE *last_frames; int *last_lines; int last_n;     /* verify mode: the previous result */
 } W;
-_Static_assert(offsetof(__typeof__(W), lines) == 128, "what a sample reads: two cache lines");
+_Static_assert(offsetof(__typeof__(W), checked_n) == 64, "what a capture reads: one cache line");
 
 static int pin(hk_pair_map *m, VALUE **list, size_t *n, size_t *cap, VALUE v, uint32_t val)
 {
@@ -132,51 +154,53 @@ static int pin(hk_pair_map *m, VALUE **list, size_t *n, size_t *cap, VALUE v, ui
     return 0;
 }
 
-/* check_method_entry: the method entry v is or (an svar) holds. hint: the
- * entry found at this depth in the previous sample (pinned), and its type.
- * -1: out of memory. */
-HK_HOT static int method_entry(VALUE v, int can_be_svar, const memo *hint, VALUE *me, uint8_t *type)
+/* check_method_entry, in the job: the method entry v is or (an svar) holds,
+ * or 0. Reads the header of v, which the program's call of that method has
+ * brought into the cache, and no table. */
+HK_HOT static VALUE captured_method_entry(VALUE v, int can_be_svar)
 {
-    uint32_t t;
-    *me = 0;
-    *type = NO_ME_TYPE;
-    if (v == Qfalse) return 0;
-    if (hint && v == hint->me) {
-        *me = v;
-        *type = hint->me_type;
-        return 0;
-    }
-    if (hk_pair_map_get(&W.ments, (uint64_t)v, 0, &t)) {
-        *me = v;
-        *type = (uint8_t)(t - 1);
-        return 0;
-    }
+    if (v == Qfalse || SPECIAL_CONST_P(v)) return 0;
     switch (IMEMO_TYPE(v)) {
-    case IMEMO_MENT: {
-        /* rb_callable_method_entry_t: flags, defined_class, def; the definition's 4-bit type comes first */
-        const unsigned int *def = *(const unsigned int *const *)((const char *)v + 2 * sizeof(VALUE));
-        t = *def & 0x0f;
-        if (pin(&W.ments, &W.ment_list, &W.nments, &W.ments_cap, v, t + 1) < 0) return -1;
-        *me = v;
-        *type = (uint8_t)t;
-        return 0;
-    }
+    case IMEMO_MENT:
+        return v;
     case IMEMO_SVAR: /* struct vm_svar: flags, cref_or_me, ... */
-        return can_be_svar ? method_entry(((const VALUE *)v)[1], 0, hint, me, type) : 0;
+        return can_be_svar ? captured_method_entry(((const VALUE *)v)[1], 0) : 0;
     default:
         return 0;
     }
 }
 
-/* rb_vm_frame_method_entry */
-HK_HOT static int frame_method_entry(const VALUE *ep, const memo *hint, VALUE *me, uint8_t *type)
+/* rb_vm_frame_method_entry, in the job */
+HK_HOT static VALUE captured_frame_method_entry(const VALUE *ep)
 {
     while (!(ep[EP_FLAGS] & ENV_FLAG_LOCAL)) {
-        if (method_entry(ep[EP_ME_CREF], 0, hint, me, type) < 0) return -1;
-        if (*me) return 0;
+        VALUE me = captured_method_entry(ep[EP_ME_CREF], 0);
+        if (me) return me;
         ep = (const VALUE *)(ep[EP_SPECVAL] & ~(VALUE)3);
     }
-    return method_entry(ep[EP_ME_CREF], 1, hint, me, type);
+    return captured_method_entry(ep[EP_ME_CREF], 1);
+}
+
+/* The method type of the entry me (an imemo ment, kept alive by its capture
+ * until now, pinned from here on). hint: the entry found at this depth in the
+ * previous result, and its type. -1: out of memory. */
+HK_HOT static int method_type(VALUE me, const memo *hint, uint8_t *type)
+{
+    uint32_t t;
+    if (hint && me == hint->me) {
+        *type = hint->me_type;
+        return 0;
+    }
+    if (hk_pair_map_get(&W.ments, (uint64_t)me, 0, &t)) {
+        *type = (uint8_t)(t - 1);
+        return 0;
+    }
+    /* rb_callable_method_entry_t: flags, defined_class, def; the definition's 4-bit type comes first */
+    const unsigned int *def = *(const unsigned int *const *)((const char *)me + 2 * sizeof(VALUE));
+    t = *def & 0x0f;
+    if (pin(&W.ments, &W.ment_list, &W.nments, &W.ments_cap, me, t + 1) < 0) return -1;
+    *type = (uint8_t)t;
+    return 0;
 }
 
 /* calc_lineno: the line of pc, from the cache or the iseq's line table */
@@ -199,34 +223,111 @@ HK_HOT static int pc_line(const void *iseq, const VALUE *pc, int *line)
     return hk_pair_map_put(&W.lines, (uint64_t)pc, 0, (uint32_t)*line + 1);
 }
 
-/* The frames are cold by the time the next sample comes: loads for the control
- * frames, their environments and memo entries are started PREFETCH_AHEAD
- * frames before they are read, so the misses overlap instead of queueing one
- * behind the other (a deeper window only fills the miss buffers). */
+/* The control frames are cold by the time the next sample comes: loads for
+ * the frames and their environments are started PREFETCH_AHEAD frames before
+ * they are read, so the misses overlap instead of queueing one behind the
+ * other (a deeper window only fills the miss buffers). */
 #define PREFETCH_AHEAD 12
 
-static inline void prefetch_frame(const vm_frame *f, const vm_frame *end)
+/* Frames the capture has read carry its number in their jit_return slot,
+ * which Ruby 3.1 reads only in YJIT's code and clears at every push
+ * (vm_push_frame). A frame still carrying a number from this run of captures
+ * of the same stack has not returned since: its callers have not run since
+ * the previous capture, so their results are the memo's. */
+HK_HOT static int trusted_mark(const vm_frame *cfp, size_t depth, uint64_t seq)
 {
-    __builtin_prefetch(f);
-    size_t depth = (size_t)(end - f) - 1;
-    if (depth < W.memo_cap) __builtin_prefetch(&W.memo[depth]);
+    uint64_t mark = (uint64_t)(uintptr_t)cfp->jit_return;
+    return W.marks && mark >= W.run_start && mark < seq && depth <= W.memo_cap;
 }
 
-/* One control frame's result (frame 0: skipped), through its memo entry m
- * (NULL past the memo's end); *kept: the result is the memo's (frame and line).
- * -1: this sample needs rb_profile_frames (a frame being set up, out of memory). */
-HK_HOT static int walk_frame(const vm_frame *cfp, memo *m, VALUE *frame_out, int *line_out, int *kept)
+static size_t vm_capture_room(void)
+{
+    return HK_CAP_HEAD_WORDS + RAW_WORDS * W.memo_cap + (W.verify ? HK_CAP_RESOLVED_WORDS(W.check_cap) : 0);
+}
+
+/* verify mode: rb_profile_frames' result after the captured frames */
+static void capture_check(hk_cap_head *h)
+{
+    VALUE *f = (VALUE *)((uint64_t *)h + h->words);
+    int *l = (int *)(f + W.check_cap); /* moved down next to the frames once their number is known */
+    int m = rb_profile_frames(0, W.check_cap, f, l);
+    if (m < 0) m = 0;
+    memmove(f + m, l, (size_t)m * sizeof(int));
+    h->ncheck = (uint32_t)m;
+    h->words += (uint32_t)HK_CAP_RESOLVED_WORDS(m);
+}
+
+/* The capture (stack_walk.h) of the control frames from the leaf down to the
+ * first one whose mark vouches for its callers, or to the root; 0 when room
+ * is short, -1 when this sample needs rb_profile_frames (no context, a frame
+ * being set up: the caller falls back). */
+HK_HOT static long vm_capture(uint64_t *out, size_t room)
+{
+    if (room < vm_capture_room()) return 0;
+    const vm_ec *ec = ruby_current_ec;
+    if (!ec) return -1;
+    uint64_t seq = ++hk_walks;
+    if (ec != W.run_ec) { /* another thread's or fiber's stack: marks start over */
+        W.run_ec = ec;
+        W.run_start = seq;
+    }
+    const vm_frame *end = (const vm_frame *)(ec->vm_stack + ec->vm_stack_size);
+    raw_frame *raw = (raw_frame *)(out + HK_CAP_HEAD_WORDS);
+    uint32_t n = 0;
+    uint16_t flags = 0;
+    const vm_frame *cfp = ec->cfp;
+    /* a leaf that vouches for its callers is all this capture reads: no window to load */
+    if (!trusted_mark(cfp, (size_t)(end - cfp) - 1, seq))
+        for (const vm_frame *f = cfp; f < end && f < cfp + PREFETCH_AHEAD; f++) __builtin_prefetch(f);
+    for (; cfp < end; cfp++) {
+        if (n == W.memo_cap) {
+            /* deeper than the memo: the frames below are not read, and no
+             * mark written by this capture may vouch for them */
+            flags |= HK_CAP_CUT;
+            W.run_start = seq + 1;
+            break;
+        }
+        size_t depth = (size_t)(end - cfp) - 1; /* from the root */
+        int trusted = trusted_mark(cfp, depth, seq);
+        if (!trusted) {
+            if (cfp + PREFETCH_AHEAD < end) __builtin_prefetch(cfp + PREFETCH_AHEAD);
+            /* the environment a few frames ahead (its control frame has arrived by now) */
+            if (cfp + 4 < end) __builtin_prefetch(cfp[4].ep - 2);
+        }
+        const VALUE *ep = cfp->ep;
+        uintptr_t cframe = (ep[EP_FLAGS] & FRAME_FLAG_CFRAME) != 0;
+        /* a Ruby frame without a pc yet (being set up, or the top frame of a C
+         * extension's Init): its line comes from the iseq's type and first line */
+        if (!cframe && (!cfp->pc || !cfp->iseq)) {
+            W.run_start = seq + 1; /* the marks this capture wrote vouch for nothing */
+            return -1;
+        }
+        raw[n++] = (raw_frame){(cframe ? RAW_CFRAME : (uintptr_t)cfp->pc) | (trusted ? RAW_TRUSTED : 0),
+                               cframe ? NULL : cfp->iseq, captured_frame_method_entry(ep)};
+        if (trusted) break;
+        if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
+    }
+    hk_cap_head *h = (hk_cap_head *)out;
+    *h = (hk_cap_head){.words = (uint32_t)(HK_CAP_HEAD_WORDS + RAW_WORDS * n), .kind = HK_CAP_FRAMES,
+                       .flags = flags, .n = n, .number = seq, .ec = ec, .leaf = (uintptr_t)ec->cfp,
+                       .end = (uintptr_t)end};
+    if (W.verify) capture_check(h);
+    W.walked_ec = ec;
+    return (long)h->words;
+}
+
+/* One captured control frame's result (frame 0: skipped), through its memo
+ * entry m (NULL past the memo's end); *kept: the result is the memo's (frame
+ * and line). -1: out of memory. */
+HK_HOT static int walk_frame(const raw_frame *rf, memo *m, VALUE *frame_out, int *line_out, int *kept)
 {
     *kept = 0;
-    const VALUE *ep = cfp->ep;
-    uint8_t cframe = (ep[EP_FLAGS] & FRAME_FLAG_CFRAME) != 0;
-    /* a Ruby frame without a pc yet (being set up, or the top frame of a C
-     * extension's Init): its line comes from the iseq's type and first line */
-    if (!cframe && (!cfp->pc || !cfp->iseq)) return -1;
-    VALUE me;
-    uint8_t type;
-    if (frame_method_entry(ep, m && m->me ? m : NULL, &me, &type) < 0) return -1;
-    if (m && m->me == me && m->cframe == cframe && (cframe || m->pc == cfp->pc)) {
+    uint8_t cframe = (rf->pc_bits & RAW_CFRAME) != 0;
+    const VALUE *pc = RAW_PC(rf);
+    VALUE me = rf->me;
+    uint8_t type = NO_ME_TYPE;
+    if (me && method_type(me, m && m->me ? m : NULL, &type) < 0) return -1;
+    if (m && m->me == me && m->cframe == cframe && (cframe || m->pc == pc)) {
         *frame_out = m->frame;
         *line_out = m->line;
         *kept = 1;
@@ -235,29 +336,18 @@ HK_HOT static int walk_frame(const vm_frame *cfp, memo *m, VALUE *frame_out, int
     VALUE frame = 0;
     int line = 0;
     if (!cframe) {
-        frame = me && type == METHOD_TYPE_ISEQ ? me : (VALUE)cfp->iseq;
-        if (pc_line(cfp->iseq, cfp->pc, &line) < 0) return -1;
+        frame = me && type == METHOD_TYPE_ISEQ ? me : (VALUE)rf->iseq;
+        if (pc_line(rf->iseq, pc, &line) < 0) return -1;
     } else if (me && type == METHOD_TYPE_CFUNC) {
         frame = me;
     }
     if (m) {
         *kept = m->frame == frame && m->line == line;
-        *m = (memo){cframe ? NULL : cfp->pc, me, frame, line, cframe, type, OUT_UNKNOWN};
+        *m = (memo){cframe ? NULL : pc, me, frame, line, cframe, type, OUT_UNKNOWN};
     }
     *frame_out = frame;
     *line_out = line;
     return 0;
-}
-
-/* Frames the walker has read carry the walk's number in their jit_return
- * slot, which Ruby 3.1 reads only in YJIT's code and clears at every push
- * (vm_push_frame). A frame still carrying a number from this run of samples
- * of the same stack has not returned since: its callers have not run since
- * the previous sample, so their results are the memo's. */
-HK_HOT static int trusted_mark(const vm_frame *cfp, size_t depth, uint64_t seq)
-{
-    uint64_t mark = (uint64_t)(uintptr_t)cfp->jit_return;
-    return W.marks && mark >= W.run_start && mark < seq && depth <= W.memo_cap;
 }
 
 /* memo[from..to]: how many frames the walk gives from the root up to each
@@ -271,7 +361,7 @@ HK_HOT static void count_frames(size_t from, size_t to, unsigned below)
 }
 
 /* How many frames the walk gives from the root below depth `changed`: all
- * equal to the previous walk's (vm_walk) */
+ * equal to the previous walk's (vm_resolve) */
 static unsigned kept_from_root(size_t changed, size_t prev_leaf)
 {
     if (!changed || prev_leaf == NO_DEPTH) return 0;
@@ -279,9 +369,9 @@ static unsigned kept_from_root(size_t changed, size_t prev_leaf)
     return out == OUT_UNKNOWN ? 0 : out;
 }
 
-/* A walk whose result (n frames, its leaf at leaf_pc) is whole, not cut at
- * limit: the memo holds it up to the leaf for the next walk to compare with,
- * and kept of it is unchanged. */
+/* A result (n frames, its leaf at leaf_pc) that is whole, not cut at limit:
+ * the memo holds it up to the leaf for the next capture to compare with, and
+ * kept of it is unchanged. */
 static void walk_whole(const VALUE *leaf_pc, size_t leaf_depth, const VALUE *frames, const int *lines, int n,
                        unsigned kept, int *same)
 {
@@ -295,68 +385,62 @@ static void walk_whole(const VALUE *leaf_pc, size_t leaf_depth, const VALUE *fra
     }
 }
 
-/* -1: this sample needs rb_profile_frames. known and *same: hk_stack_walk_since;
- * unless copy_all, the frames it counts in *same may be left unwritten. */
-HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, int copy_all, int *same)
+/* The frames of a capture of control frames. -1: out of memory. known and
+ * *same: hk_stack_walk_resolve; unless copy_all, the frames it counts in
+ * *same may be left unwritten. Every captured frame is resolved, also past
+ * limit, so the memo holds the whole capture for the marks that vouch for it. */
+HK_HOT static int vm_resolve(const hk_cap_head *h, VALUE *frames, int *lines, int limit, uint64_t known, int copy_all,
+                             int *same)
 {
     *same = 0;
-    const vm_ec *ec = ruby_current_ec;
-    if (!ec) return -1;
-    uint64_t seq = ++hk_walks;
+    const raw_frame *raw = (const raw_frame *)((const uint64_t *)h + HK_CAP_HEAD_WORDS);
+    uint64_t seq = h->number;
     /* the memo holds the previous result, by depth, up to its leaf */
-    size_t prev_leaf = known && known == seq - 1 && ec == W.run_ec ? W.last_leaf : NO_DEPTH;
+    size_t prev_leaf = known && known == seq - 1 && h->ec == W.res_ec ? W.last_leaf : NO_DEPTH;
     W.last_leaf = NO_DEPTH; /* until this result is whole in the memo */
-    if (ec != W.run_ec) { /* another thread's or fiber's stack: marks and memo start over */
-        W.run_ec = ec;
-        W.run_start = seq;
-    }
-    const vm_frame *end = (const vm_frame *)(ec->vm_stack + ec->vm_stack_size);
-    size_t leaf_depth = (size_t)(end - ec->cfp) - 1;
+    W.res_ec = h->ec;
+    size_t leaf_depth = (h->end - h->leaf) / sizeof(vm_frame) - 1;
+    const VALUE *leaf_pc = h->n ? RAW_PC(&raw[0]) : NULL;
     /* the lowest depth whose result is not the previous walk's */
     size_t changed = prev_leaf == NO_DEPTH ? 0 : (leaf_depth < prev_leaf ? leaf_depth : prev_leaf) + 1;
-    /* The previous walk's leaf control frame (the same depth of the same
+    /* The previous result's leaf control frame (the same depth of the same
      * stack), not pushed again since (its mark) and at the same pc: the thread
      * is where it was, its callers have not run, the result is the previous
-     * walk's, which the caller holds. Between samples the program evicts the
-     * memo: this reads none of it. */
-    if (!copy_all && prev_leaf == leaf_depth && ec->cfp->pc == W.leaf_pc &&
-        W.result_n > 0 && W.result_n < limit && trusted_mark(ec->cfp, leaf_depth, seq)) {
+     * one, which the caller holds. This reads none of the memo. */
+    if (!copy_all && prev_leaf == leaf_depth && h->n == 1 && (raw[0].pc_bits & RAW_TRUSTED) &&
+        leaf_pc == W.leaf_pc && W.result_n > 0 && W.result_n < limit) {
         frames[0] = W.first_frame;
         lines[0] = W.first_line;
         W.last_leaf = leaf_depth;
         *same = W.result_n;
         return W.result_n;
     }
-    /* a leaf that vouches for its callers is all this walk reads: no window to load */
-    if (!trusted_mark(ec->cfp, leaf_depth, seq))
-        for (const vm_frame *f = ec->cfp; f < end && f < ec->cfp + PREFETCH_AHEAD; f++) prefetch_frame(f, end);
     int n = 0;
-    const vm_frame *cfp = ec->cfp;
-    for (; n < limit && cfp < end; cfp++) {
-        size_t depth = (size_t)(end - cfp) - 1; /* from the root */
-        int unchanged_below = trusted_mark(cfp, depth, seq);
-        if (!unchanged_below) {
-            if (cfp + PREFETCH_AHEAD < end) prefetch_frame(cfp + PREFETCH_AHEAD, end);
-            /* the environment a few frames ahead (its control frame has arrived by now) */
-            if (cfp + 4 < end) __builtin_prefetch(cfp[4].ep - 2);
-        }
+    size_t total = 0; /* frames given, also past limit */
+    for (uint32_t i = 0; i < h->n; i++) {
+        size_t depth = leaf_depth - i; /* from the root */
+        if (depth >= PREFETCH_AHEAD && depth - PREFETCH_AHEAD < W.memo_cap)
+            __builtin_prefetch(&W.memo[depth - PREFETCH_AHEAD]);
         VALUE frame;
         int line, kept;
-        if (walk_frame(cfp, depth < W.memo_cap ? &W.memo[depth] : NULL, &frame, &line, &kept) < 0) return -1;
+        if (walk_frame(&raw[i], depth < W.memo_cap ? &W.memo[depth] : NULL, &frame, &line, &kept) < 0) return -1;
         if (!kept || depth > prev_leaf) changed = depth;
-        if (unchanged_below) unchanged_below = trusted_mark(cfp, depth, seq); /* unless it just forgot the memo */
         if (frame) {
-            frames[n] = frame;
-            lines[n++] = line;
+            if (n < limit) {
+                frames[n] = frame;
+                lines[n++] = line;
+            }
+            total++;
         }
-        if (unchanged_below) {
+        if (raw[i].pc_bits & RAW_TRUSTED) {
             /* this frame may have run since (its pc was read), its callers have
              * not: their results are the memo's, and the previous walk's */
             unsigned below = depth ? W.memo[depth - 1].out : 0;
             count_frames(depth, leaf_depth, below);
-            unsigned kept = kept_from_root(changed, prev_leaf);
-            if (!copy_all && n > 0 && kept >= below && below != OUT_UNKNOWN && (size_t)n + below < (size_t)limit) {
-                walk_whole(ec->cfp->pc, leaf_depth, frames, lines, n + (int)below, kept, same);
+            unsigned kept_root = kept_from_root(changed, prev_leaf);
+            int whole = below != OUT_UNKNOWN && total + below < (size_t)limit;
+            if (!copy_all && n > 0 && kept_root >= below && whole) {
+                walk_whole(leaf_pc, leaf_depth, frames, lines, n + (int)below, kept_root, same);
                 return n + (int)below;
             }
             for (size_t d = depth; d-- > 0 && n < limit;) {
@@ -366,18 +450,13 @@ HK_HOT static int vm_walk(VALUE *frames, int *lines, int limit, uint64_t known, 
                     lines[n++] = W.memo[d].line;
                 }
             }
-            if (n < limit) walk_whole(ec->cfp->pc, leaf_depth, frames, lines, n, kept, same);
+            if (whole) walk_whole(leaf_pc, leaf_depth, frames, lines, n, kept_root, same);
             return n;
         }
-        if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
     }
-    if (cfp < end) {
-        /* cut at limit: the frames below were not read, their memo may be stale */
-        W.run_start = seq + 1;
-        return n;
-    }
+    if (h->flags & HK_CAP_CUT) return n; /* the memo below was not read: nothing whole, nothing counted */
     count_frames(0, leaf_depth, 0);
-    if (n < limit) walk_whole(ec->cfp->pc, leaf_depth, frames, lines, n, kept_from_root(changed, prev_leaf), same);
+    if (total < (size_t)limit) walk_whole(leaf_pc, leaf_depth, frames, lines, n, kept_from_root(changed, prev_leaf), same);
     return n;
 }
 
@@ -440,9 +519,12 @@ int hk_stack_walk_start(int limit)
         return -1;
     }
     /* the self-check: this very stack, both ways */
+    uint64_t *cap = malloc(vm_capture_room() * sizeof(uint64_t));
     VALUE *f = malloc((size_t)limit * sizeof(VALUE));
     int *l = malloc((size_t)limit * sizeof(int));
-    if (!f || !l) {
+    /* rb_profile_frames for a sample the walker cannot read */
+    if (!cap || !f || !l || hk_profile_frames_start(limit) < 0) {
+        free(cap);
         free(f);
         free(l);
         hk_stack_walk_stop();
@@ -452,8 +534,8 @@ int hk_stack_walk_start(int limit)
     W.run_ec = NULL;
     W.run_start = hk_walks + 1;
     W.last_leaf = NO_DEPTH;
-    int same;
-    int n1 = vm_walk(f, l, limit, 0, 1, &same);
+    int same, n1 = -1;
+    if (vm_capture(cap, vm_capture_room()) > 0) n1 = vm_resolve((const hk_cap_head *)cap, f, l, limit, 0, 1, &same);
     int n2 = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
     W.enabled = n1 > 0 && same_walk(f, l, n1, W.check_frames, W.check_lines, n2);
     VALUE th = rb_thread_current();
@@ -462,17 +544,19 @@ int hk_stack_walk_start(int limit)
     hk_walk_kind = !W.enabled          ? "rb_profile_frames (the control-frame walker failed its self-check)"
            : W.thread_ptr_ok ? "vm control frames"
                              : "vm control frames (its thread check failed: threads found by Thread.current)";
+    free(cap);
     free(f);
     free(l);
-    /* the control-frame walker's fallback compares nothing with the previous walk */
-    return W.enabled ? 0 : start_generic_or_stop(limit);
+    return 0;
 }
 
-/* the memo may be wrong: no frame's mark may vouch for it */
+/* the memo may be wrong: no frame's mark may vouch for it, and the captures
+ * taken so far that trust one cannot be resolved */
 static void forget_memo(void)
 {
     for (size_t d = 0; d < W.memo_cap; d++) W.memo[d] = (memo){.out = OUT_UNKNOWN};
     W.run_start = hk_walks + 1;
+    W.broken_upto = hk_walks;
     W.last_leaf = NO_DEPTH;
 }
 
@@ -488,13 +572,16 @@ static void watch_for_continuations(void)
     }
 }
 
-/* verify mode: the walk (n frames, *same of them reported unchanged and left
- * unwritten) against rb_profile_frames, and those against the previous
- * result. Returns the frame count to use; on a difference, rb_profile_frames'
- * result, all written, with *same 0. */
-static int verify_walk(VALUE *frames, int *lines, int n, int limit, int *same)
+/* verify mode: the result (n frames, *same of them reported unchanged and
+ * left unwritten) against what rb_profile_frames gave at the capture, and
+ * those against the previous result. Returns the frame count to use; on a
+ * difference, rb_profile_frames' result, all written, with *same 0. */
+static int verify_walk(const hk_cap_head *h, VALUE *frames, int *lines, int n, int limit, int *same)
 {
-    int m = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
+    size_t at = HK_CAP_HEAD_WORDS + RAW_WORDS * h->n;
+    int m = (int)h->ncheck < limit ? (int)h->ncheck : limit;
+    memcpy(W.check_frames, hk_cap_frames(h, at), (size_t)m * sizeof(VALUE));
+    memcpy(W.check_lines, hk_cap_lines(h, at, h->ncheck), (size_t)m * sizeof(int));
     int written = n - *same > 0 ? n - *same : n > 0; /* frame 0 is always written */
     int walks_agree = n == m && same_walk(frames, lines, written, W.check_frames, W.check_lines, written);
     int same_holds = hk_same_from_root(W.check_frames, W.check_lines, m, W.last_frames, W.last_lines, W.last_n) >= *same;
@@ -516,25 +603,71 @@ static int verify_walk(VALUE *frames, int *lines, int n, int limit, int *same)
 
 HK_HOT void hk_stack_walk_prefetch(void)
 {
-    __builtin_prefetch(&W);
-    __builtin_prefetch((const char *)&W + 64);
+    __builtin_prefetch(&W, 1);
     __builtin_prefetch(&hk_walks, 1);
 }
 
-HK_HOT int hk_stack_walk_since(VALUE *frames, int *lines, int limit, uint64_t known, int *same)
+size_t hk_stack_walk_capture_room(void)
+{
+    size_t generic = hk_profile_frames_room();
+    if (!W.enabled) return generic;
+    size_t vm = vm_capture_room();
+    return vm > generic ? vm : generic;
+}
+
+HK_HOT long hk_stack_walk_capture(uint64_t *out, size_t room)
 {
     W.walked_ec = NULL;
-    W.checked_n = -1;
-    if (!W.enabled) return hk_profile_frames_walk(frames, lines, limit, known, same);
+    if (!W.enabled) return hk_profile_frames_capture(out, room);
+    if (room < hk_stack_walk_capture_room()) return 0;
     if (W.marks && !(hk_walks & 63)) watch_for_continuations();
-    int n = vm_walk(frames, lines, limit, known, 0, same);
+    long words = vm_capture(out, room);
+    return words > 0 ? words : hk_profile_frames_capture(out, room);
+}
+
+HK_HOT int hk_stack_walk_resolve(const uint64_t *cap, VALUE *frames, int *lines, int limit, uint64_t known, int *same,
+                                 int *cut)
+{
+    const hk_cap_head *h = (const hk_cap_head *)cap;
+    *cut = (h->flags & HK_CAP_CUT) != 0;
+    *same = 0;
+    W.checked_n = -1;
+    if (h->kind == HK_CAP_RESOLVED) {
+        W.last_leaf = NO_DEPTH; /* the memo does not hold this result */
+        W.last_n = 0;
+        return hk_profile_frames_resolve(h, frames, lines, limit, known, same);
+    }
+    const raw_frame *raw = (const raw_frame *)(cap + HK_CAP_HEAD_WORDS);
+    /* taken before the memo was lost, trusting it: the frames below are unknown */
+    if (h->number <= W.broken_upto && h->n && (raw[h->n - 1].pc_bits & RAW_TRUSTED)) {
+        W.last_leaf = NO_DEPTH;
+        return -1;
+    }
+    int n = vm_resolve(h, frames, lines, limit, known, 0, same);
     if (n < 0) {
         forget_memo(); /* may be half-updated */
         W.last_n = 0;
-        return hk_profile_frames_walk(frames, lines, limit, 0, same);
+        return -1;
     }
-    W.walked_ec = W.run_ec;
-    return W.verify && limit <= W.check_cap ? verify_walk(frames, lines, n, limit, same) : n;
+    return W.verify && limit <= W.check_cap ? verify_walk(h, frames, lines, n, limit, same) : n;
+}
+
+void hk_stack_walk_mark_capture(const uint64_t *cap)
+{
+    const hk_cap_head *h = (const hk_cap_head *)cap;
+    size_t at = HK_CAP_HEAD_WORDS;
+    if (h->kind == HK_CAP_RESOLVED) {
+        hk_profile_frames_mark_capture(h);
+        return;
+    }
+    const raw_frame *raw = (const raw_frame *)(cap + at);
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (raw[i].iseq) rb_gc_mark((VALUE)raw[i].iseq);
+        if (raw[i].me) rb_gc_mark(raw[i].me);
+    }
+    const VALUE *check = hk_cap_frames(h, at + RAW_WORDS * h->n);
+    for (uint32_t i = 0; i < h->ncheck; i++)
+        if (!SPECIAL_CONST_P(check[i])) rb_gc_mark(check[i]);
 }
 
 int hk_stack_walk_checked(const VALUE **frames, const int **lines)
@@ -580,15 +713,15 @@ HK_HOT const void *hk_stack_walk_leaf_slot(void)
 
 HK_HOT const void *hk_stack_walk_thread(void) { return W.walked_ec && W.thread_ptr_ok ? W.walked_ec->thread_ptr : NULL; }
 
-/* The frames returned by the last walk are in the memo, by depth: those
- * deeper than the tick's leaf were pushed after it. The leaf value may be
- * anything (read from a context since freed and reused): it is only compared,
- * never followed. */
-HK_HOT int hk_stack_walk_pushed_since(const void *slot, uintptr_t leaf)
+/* The frames the capture's resolution returned are in the memo, by depth:
+ * those deeper than the tick's leaf were pushed after it. The leaf value may
+ * be anything (read from a context since freed and reused): it is only
+ * compared, never followed. */
+HK_HOT int hk_stack_walk_pushed_since(const uint64_t *cap, const void *slot, uintptr_t leaf)
 {
-    const vm_ec *ec = W.walked_ec;
-    if (!ec || slot != (const void *)&ec->cfp) return 0;
-    uintptr_t now = (uintptr_t)ec->cfp, end = (uintptr_t)(ec->vm_stack + ec->vm_stack_size);
+    const hk_cap_head *h = (const hk_cap_head *)cap;
+    if (h->kind != HK_CAP_FRAMES || !h->ec || slot != (const void *)&((const vm_ec *)h->ec)->cfp) return 0;
+    uintptr_t now = h->leaf, end = h->end;
     if (leaf <= now || leaf > end || (end - leaf) % sizeof(vm_frame)) return 0;
     size_t depth_now = (end - now) / sizeof(vm_frame) - 1, depth_tick = (end - leaf) / sizeof(vm_frame) - 1;
     if (depth_now >= W.memo_cap) return 0;
