@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "open3"
+require "rbconfig"
 
 # The Ruby API as a user meets it: Hakari.start/stop/snapshot/save and the data they return.
 class ApiTest < Minitest::Test
@@ -182,7 +184,7 @@ class ApiTest < Minitest::Test
   end
 
   def test_wall_sleep_is_attributed_to_kernel_sleep_in_a_single_threaded_program
-    script = <<~RUBY
+    script = <<~'RUBY'
       d = Hakari.start(mode: :wall) { sleep 0.2 }
       ns = d[:samples].sum { |fr, w| fr.any? { |f| f[0] == "Kernel#sleep" } ? w : 0 }
       print ns
@@ -283,6 +285,31 @@ class ApiTest < Minitest::Test
     assert_operator data[:dropped_count], :<, data[:sample_count] / 10
   end
 
+  # The worker resolves samples while the program runs; GC.compact protects the pages it
+  # moves objects off (Ruby 3.1's read barrier), so the worker must never read a Ruby heap
+  # object. Compacting over and over while samples of ever new methods wait gives it the
+  # chance; a read of one would kill the process (the worker cannot take the SIGSEGV).
+  def test_the_worker_resolves_while_the_heap_is_compacted
+    skip "no GC.compact on this Ruby" unless GC.respond_to?(:compact)
+
+    script = <<~'RUBY'
+      require "hakari"
+      data = Hakari.start(mode: :wall, frequency: 5000) do
+        150.times do |i|
+          klass = Class.new
+          klass.class_eval "def m#{i}(n) = n.zero? ? Array.new(300) { |k| k.to_s } : m#{i}(n - 1)"
+          t = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.004
+          klass.new.public_send("m#{i}", 20) while Process.clock_gettime(Process::CLOCK_MONOTONIC) < t
+          GC.compact
+        end
+      end
+      puts data[:sample_count]
+    RUBY
+    out, err, status = Open3.capture3(RbConfig.ruby, "-I", File.expand_path("../lib", __dir__), "-e", script)
+    assert status.success?, "the profiled program died (#{status.inspect}): #{err}"
+    assert_operator Integer(out.lines.last), :>, 500
+  end
+
   def test_forked_child_stops_quietly_and_parent_keeps_profiling
     Hakari.start(mode: :wall)
     pid = fork do
@@ -329,7 +356,7 @@ class ApiTest < Minitest::Test
 
   # perf clocks keep a descriptor per live thread; past a quarter of the limit the paced worker takes over
   def test_cpu_mode_never_starves_the_program_of_descriptors
-    script = <<~RUBY
+    script = <<~'RUBY'
       Process.setrlimit(:NOFILE, 64)
       d = Hakari.start(mode: :cpu) do
         q = Queue.new

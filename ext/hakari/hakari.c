@@ -241,6 +241,7 @@ static VALUE profile_counters(VALUE self)
     SET(h, "stale_count", ULL2NUM(st->stale_count));
     SET(h, "sampling_time_ns", ULL2NUM(st->sampling_time_ns));
     SET(h, "stack_walk_time_ns", ULL2NUM(st->stack_walk_time_ns));
+    SET(h, "resolve_time_ns", ULL2NUM(st->resolve_time_ns));
     SET(h, "timer_cpu_ns", ULL2NUM(st->timer_cpu_ns));
     SET(h, "thread_count", ULL2NUM(st->thread_count));
     SET(h, "unique_frames", ULL2NUM(st->unique_frames));

@@ -7,12 +7,14 @@
  * the tick minus its clock at its previous sample (CPU clock in cpu mode,
  * monotonic clock in wall mode), so no time is lost or double-counted when a
  * safepoint comes late, and the rest of a long C call goes to the next sample.
- * The job only captures the stack (stack_walk.h) and the sample's weight;
- * every BATCH samples it resolves and aggregates the batch, under the GVL: no
- * lock is needed, the GC mark function sees consistent tables, and the
- * tables are in the cache for all but the first sample of a batch. The tables use malloc (never
- * the Ruby heap, which could start a GC mid-sample); they grow only when a new
- * frame/stack appears, so steady-state sampling allocates nothing.
+ * The job only captures the stack (stack_walk.h) and the sample's weight,
+ * and hands them to the timer's worker through a ring (ring.h): it takes no
+ * lock, allocates nothing and touches none of the profile's tables, whose
+ * cache misses would also evict the program's own lines. The worker resolves
+ * the captures into frames, lines and stacks between its ticks, holding the
+ * resolve lock, which the GC's mark takes too; at stop and snapshot the
+ * caller resolves what is left. The tables use malloc (never the Ruby heap);
+ * they grow only when a new frame/stack appears.
  */
 #include "buf.h"
 #include "sampler.h"
@@ -236,19 +238,20 @@ static void verify_key(int n, int same)
  * have returned long before the block, so nothing seen now is known to have
  * used it; the one stack known to have run in it is where it began, seen by
  * this thread's previous sample. Rare, so kept off the sampling path's lines. */
-__attribute__((cold, noinline)) static int off_cpu_tick(const hk_thread *t, int state, int n, int64_t *stale_to)
+__attribute__((cold, noinline)) static int off_cpu_tick(uint32_t tick_stack, int state, int n, int64_t *stale_to)
 {
     if (n <= 1 || S.line_buf[0] != 0) return 0; /* not in a C method: the thread was preempted or resumed */
-    if (state == HK_TICK_STALE && t->tick_stack) {
-        *stale_to = (int64_t)t->tick_stack - 1;
+    if (state == HK_TICK_STALE && tick_stack) {
+        *stale_to = (int64_t)tick_stack - 1;
         return 0;
     }
     return 1;
 }
 
-/* A sample waiting in the batch: its head, then its capture (stack_walk.h). */
+/* A sample in the ring: its head, then its capture (stack_walk.h). */
 typedef struct sample_head {
-    uint32_t thread;  /* index in threads, or LOST_SAMPLE */
+    uint32_t seq;     /* its thread's sequence number; 0: the sample is lost, its capture is
+                         resolved all the same (the next ones may build on it) */
     int32_t state;    /* HK_TICK_*: how the thread was at the tick */
     int64_t weight;
     int64_t time_ns;  /* CLOCK_REALTIME at the job (aggregate: false) */
@@ -256,44 +259,53 @@ typedef struct sample_head {
 } sample_head;
 #define HEAD_WORDS (sizeof(sample_head) / sizeof(uint64_t))
 _Static_assert(sizeof(sample_head) % sizeof(uint64_t) == 0, "a capture starts on a word");
-#define LOST_SAMPLE UINT32_MAX /* its capture is resolved all the same: the next ones may build on it */
 
-/* Samples resolved together: the tables are cold for the first of a batch
- * and warm for the rest, and the program's own cache lines are evicted once
- * per batch rather than once per sample. */
-#define BATCH 32
+/* Held by whoever resolves (the worker, or the GVL's thread at stop and
+ * snapshot) and by the GC's mark: the tables and the ring's unresolved
+ * records are never read while they change. The job never takes it. */
+static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* One sample of the batch: its capture's frames, interned as its stack, its
- * weight added to that stack's row. */
+/* this thread's stack where its next period began (1 + stack id), by sequence number */
+static uint32_t *tick_stack_of(uint32_t seq)
+{
+    if (seq >= S.tick_stacks_cap) {
+        size_t old = S.tick_stacks_cap;
+        if (hk_array_grow((void **)&S.tick_stacks, &S.tick_stacks_cap, (size_t)seq + 1, sizeof(uint32_t)) < 0)
+            return NULL;
+        memset(S.tick_stacks + old, 0, (S.tick_stacks_cap - old) * sizeof(uint32_t));
+    }
+    return &S.tick_stacks[seq];
+}
+
+/* One sample: its capture's frames, interned as its stack, its weight added
+ * to that stack's row. ctx: the resolve lock. */
 HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
 {
     int max = S.cfg.max_depth;
     int same, cut;
-    uint64_t w0 = cost_clock();
     int n = hk_stack_walk_resolve(cap, S.frame_buf, S.line_buf, max + 1, S.key_n ? S.key_walk : 0, &same, &cut);
-    S.stack_walk_time += cost_clock() - w0;
+    uint32_t *tick_stack = h->seq ? tick_stack_of(h->seq) : NULL;
     /* A stack that cannot be read loses no time: its weight goes to the next sample. */
-    if (n <= 0 || h->thread == LOST_SAMPLE) {
-        S.dropped_count++;
+    if (n <= 0 || !tick_stack) {
+        S.unresolved_count++;
         return;
     }
-    hk_thread *t = &S.threads[h->thread];
     /* the frames called after the tick did not run in its period (stack_walk.h) */
     int late = h->leaf.cfp ? hk_stack_walk_pushed_since(cap, h->leaf.slot, h->leaf.cfp) : 0;
     int truncated = n > max || cut;
     if (n > max) n = max;
     int64_t stale_to = -1;
-    if (h->state != HK_TICK_RUNNING && !late) late = off_cpu_tick(t, h->state, n, &stale_to);
+    if (h->state != HK_TICK_RUNNING && !late) late = off_cpu_tick(*tick_stack, h->state, n, &stale_to);
     /* the sample goes to its stack without the frames called after the tick;
      * only that stack is interned; the ids of all n stay in the key buffer for the next sample */
     int skip = late > 0 && late < n ? late : 0;
     if (truncated) same = 0; /* it is 0 already, unless cut below the captured frames */
-    int64_t stack = intern_current_stack(n, same, truncated, t->seq, skip);
+    int64_t stack = intern_current_stack(n, same, truncated, h->seq, skip);
     if (stack < 0) goto drop;
     S.key_walk = hk_stack_walk_capture_number(cap);
     verify_key(n, same);
     /* this thread's next period begins here */
-    t->tick_stack = (uint32_t)stack + 1;
+    *tick_stack = (uint32_t)stack + 1;
     if (stale_to >= 0) {
         stack = stale_to;
         S.stale_count++;
@@ -305,83 +317,89 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
     return;
 drop:
     S.key_n = 0; /* the key may be half-updated */
-    t->tick_stack = 0;
-    S.dropped_count++;
+    *tick_stack = 0;
+    S.unresolved_count++;
 }
 
-/* ctx: GVL. Resolves the batch, in the order it was captured. */
-HK_HOT static void resolve_pending(void)
-{
-    for (size_t at = 0; at < S.pending_len;) {
-        const uint64_t *cap = S.pending + at + HEAD_WORDS;
-        resolve_sample((const sample_head *)(S.pending + at), cap);
-        at += HEAD_WORDS + hk_stack_walk_capture_words(cap);
-    }
-    S.pending_len = 0;
-    S.npending = 0;
-}
-
-/* At stop or snapshot: the samples still in the batch, whose resolving is
- * part of what sampling cost */
-static void resolve_rest(void)
+/* Resolves the ring's samples, oldest first, until it is empty or, with a
+ * budget, about budget_ns have passed. ctx: the resolve lock. */
+HK_HOT static void resolve_ring(long budget_ns)
 {
     uint64_t t0 = cost_clock();
-    resolve_pending();
-    S.sampling_time += cost_clock() - t0;
+    int64_t until = budget_ns > 0 ? hk_clock_ns(CLOCK_MONOTONIC) + budget_ns : 0;
+    size_t words;
+    const uint64_t *rec;
+    while ((rec = hk_ring_peek(&S.ring, &words))) {
+        resolve_sample((const sample_head *)rec, rec + HEAD_WORDS);
+        hk_ring_release(&S.ring);
+        if (until && hk_clock_ns(CLOCK_MONOTONIC) >= until) break;
+    }
+    S.resolve_time += cost_clock() - t0;
+}
+
+/* ctx: the timer's worker, between ticks (timer.h). Never waits for the lock:
+ * whoever holds it is resolving already, or marking. */
+static void resolve_on_worker(long budget_ns)
+{
+    if (!hk_ring_used(&S.ring) || pthread_mutex_trylock(&resolve_lock) != 0) return;
+    if (!S.building) resolve_ring(budget_ns > 0 ? budget_ns : 1);
+    pthread_mutex_unlock(&resolve_lock);
 }
 
 /* The job's part of a sample: its capture, the thread it ran on and its
- * weight, appended to the batch. */
+ * weight, handed to the worker. */
 HK_HOT static void take_sample(void)
 {
     prefetch_thread_and_tick();
-    if (S.pending_cap - S.pending_len < HEAD_WORDS + S.capture_room) resolve_pending();
-    uint64_t *at = S.pending + S.pending_len;
+    uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room);
+    /* the worker is behind: no capture, no mark, and the weight goes to the next sample */
+    if (!at) {
+        S.dropped_count++;
+        return;
+    }
     uint64_t w0 = cost_clock();
-    long words = hk_stack_walk_capture(at + HEAD_WORDS, S.pending_cap - S.pending_len - HEAD_WORDS);
-    S.stack_walk_time += cost_clock() - w0;
+    long words = hk_stack_walk_capture(at + HEAD_WORDS, S.capture_room);
+    S.capture_time += cost_clock() - w0;
     if (words <= 0) {
         S.dropped_count++;
         return;
     }
     sample_head *h = (sample_head *)at;
-    *h = (sample_head){.thread = LOST_SAMPLE, .state = HK_TICK_RUNNING};
-    S.pending_len += HEAD_WORDS + (size_t)words;
-    S.npending++;
+    *h = (sample_head){.state = HK_TICK_RUNNING};
     hk_thread *t = current_thread();
-    if (!t) return;
-    /* Weigh the sample up to the tick, not up to now: the time between the tick
-     * and this safepoint (the rest of a long C call) belongs with the next
-     * sample, which is how each tick's period goes to the stack seen at it.
-     * Read after the capture: the worker wrote the tick on its own core, and
-     * the line's trip here (prefetched at the start) overlaps with it. */
-    int state = HK_TICK_RUNNING;
-    h->weight = tick_weight(t, &state, &h->leaf);
-    h->state = state;
-    h->thread = (uint32_t)(t - S.threads);
-    if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
-    /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
-    if (S.cfg.mode == HK_MODE_CPU && __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED) != t->clock)
-        __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED); /* written only on change: the worker reads it */
-    const void *slot = hk_stack_walk_leaf_slot();
-    if (__atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED) != slot) __atomic_store_n(&S.leaf_slot, slot, __ATOMIC_RELAXED);
+    if (t) {
+        /* Weigh the sample up to the tick, not up to now: the time between the
+         * tick and this safepoint (the rest of a long C call) belongs with the
+         * next sample, which is how each tick's period goes to the stack seen
+         * at it. Read after the capture: the worker wrote the tick on its own
+         * core, and the line's trip here (prefetched at the start) overlaps with it. */
+        int state = HK_TICK_RUNNING;
+        h->weight = tick_weight(t, &state, &h->leaf);
+        h->state = state;
+        h->seq = t->seq;
+        if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
+        /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
+        if (S.cfg.mode == HK_MODE_CPU && __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED) != t->clock)
+            __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED); /* written only on change: the worker reads it */
+        const void *slot = hk_stack_walk_leaf_slot();
+        if (__atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED) != slot)
+            __atomic_store_n(&S.leaf_slot, slot, __ATOMIC_RELAXED);
+    }
+    hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
 }
 
 /* ctx: GVL (postponed job) */
 HK_HOT static void sample_job(void *arg)
 {
     (void)arg;
-    /* the sampler's own fields, which the job reads all over, and the
-     * walker's, left the cache since the last sample: start loading all of
-     * them at once, but not the worker's pacer line, which the job never reads
-     * and which would only be pulled away from the worker's core */
-    for (size_t off = 0; off < offsetof(hk_sampler, pacer); off += 64) __builtin_prefetch((const char *)&S + off);
+    /* the job's fields and the walker's left the cache since the last
+     * sample: start loading them at once */
+    for (size_t off = 0; off < offsetof(hk_sampler, frame_buf); off += 64) __builtin_prefetch((const char *)&S + off);
     hk_stack_walk_prefetch();
     if (!S.running || S.building) return;
     uint64_t t0 = cost_clock();
     take_sample();
     S.sampling_count++;
-    if (S.npending >= BATCH) resolve_pending();
     S.sampling_time += cost_clock() - t0;
 }
 
@@ -438,7 +456,8 @@ static void free_tables(void)
     free(S.frame_buf);
     free(S.line_buf);
     free(S.key_buf);
-    free(S.pending);
+    free(S.tick_stacks);
+    hk_ring_free(&S.ring);
     free(S.fd_clock);
     memset(&S, 0, sizeof(S));
 }
@@ -455,6 +474,7 @@ static void *nothing(void *arg) { return arg; }
 #define RESERVED_STACKS 4096
 #define RESERVED_STACK_ITEMS (RESERVED_STACKS * 24)
 #define RESERVED_LOCATIONS 4096
+#define RING_WORDS 16384
 
 static int reserve_tables(void)
 {
@@ -491,11 +511,11 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    /* room for a batch of ordinary stacks, and always for one of the deepest */
+    /* Room for two of the deepest stacks, and for a few hundred ordinary ones
+     * (about 40 words each) while the worker is kept off its core. Pages are
+     * touched as the ring fills: it costs its size in memory only once used. */
     S.capture_room = hk_stack_walk_capture_room();
-    S.pending_cap = 2 * (HEAD_WORDS + S.capture_room) + BATCH * 64;
-    S.pending = malloc(S.pending_cap * sizeof(uint64_t));
-    if (!S.pending) {
+    if (hk_ring_init(&S.ring, 2 * (HEAD_WORDS + S.capture_room + 1) + RING_WORDS) < 0) {
         free_tables();
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -518,6 +538,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     /* HAKARI_CPU_CLOCK=perf: cpu mode ticks on each thread's own CPU time (README) */
     const char *how = getenv("HAKARI_CPU_CLOCK");
     int perf = cfg->mode == HK_MODE_CPU && how && strcmp(how, "perf") == 0;
+    hk_timer_set_idle(resolve_on_worker);
     if (perf && hk_sampler_events_start(on_timer, err, errlen) == 0) return 0;
     int rc = cfg->mode == HK_MODE_CPU ? hk_cpu_pacer_start(err, errlen)
                                       : hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen);
@@ -540,7 +561,7 @@ static void fill_stats(hk_sampler_stats *st)
     st->trigger_count = __atomic_load_n(&S.trigger_count, __ATOMIC_RELAXED);
     st->sampling_count = S.sampling_count;
     st->sample_count = S.sample_count;
-    st->dropped_count = S.dropped_count;
+    st->dropped_count = S.dropped_count + S.unresolved_count;
     st->moved_count = S.moved_count;
     st->stale_count = S.stale_count;
     /* TSC ticks -> ns, calibrated against the monotonic clock since start */
@@ -548,7 +569,8 @@ static void fill_stats(hk_sampler_stats *st)
     uint64_t ticks = hk_tsc() - S.start_tsc;
     if (S.cost_tsc && ticks > 0) scale = (double)st->duration_ns / (double)ticks;
     st->sampling_time_ns = (uint64_t)((double)S.sampling_time * scale);
-    st->stack_walk_time_ns = (uint64_t)((double)S.stack_walk_time * scale);
+    st->stack_walk_time_ns = (uint64_t)((double)S.capture_time * scale);
+    st->resolve_time_ns = (uint64_t)((double)S.resolve_time * scale);
     st->thread_count = S.nseq;
     st->stack_walker = hk_stack_walk_kind();
     st->walk_mismatch_count = hk_stack_walk_mismatches();
@@ -601,14 +623,25 @@ static void take_tail_sample(void)
     if (stack >= 0 && record((uint32_t)stack, weight, hk_clock_ns(CLOCK_REALTIME)) == 0) S.sample_count++;
 }
 
+/* ctx: GVL. What the worker left in the ring. */
+static void resolve_rest(void)
+{
+    pthread_mutex_lock(&resolve_lock);
+    resolve_ring(0);
+    pthread_mutex_unlock(&resolve_lock);
+}
+
 hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
 {
     if (!S.running) return NULL;
-    resolve_rest();
-    take_tail_sample();
     S.running = 0;
     hk_sampler_events_close(); /* no counter may signal after the worker is gone */
     hk_timer_stop();
+    /* the worker is gone: what it did not resolve is resolved here, before
+     * the tail, which comes after every sample (not under the lock: naming
+     * hakari's own frames allocates, and the GC's mark takes the lock) */
+    resolve_rest();
+    take_tail_sample();
     hk_sampler_threads_stop();
     fill_stats(stats);
     hk_profile *p = hk_sampler_build_profile(&S, stats);
@@ -619,17 +652,22 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
 hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
 {
     if (!S.running) return NULL;
-    resolve_rest();
-    fill_stats(stats);
-    /* building resolves names through the VM; should that ever reach a safepoint,
-     * a sample must not grow the tables being read */
+    /* building resolves names through the VM (and allocates: the GC's mark
+     * takes the lock, so it is not held): neither the job nor the worker may
+     * change the tables being read meanwhile */
+    pthread_mutex_lock(&resolve_lock);
+    resolve_ring(0);
     S.building = 1;
+    pthread_mutex_unlock(&resolve_lock);
+    fill_stats(stats);
     hk_profile *p = hk_sampler_build_profile(&S, stats);
-    S.building = 0;
     if (p && clear) {
         if (S.agg_rows) memset(S.agg_rows, 0, S.agg_cap * sizeof(*S.agg_rows));
         S.nraw = 0;
     }
+    pthread_mutex_lock(&resolve_lock);
+    S.building = 0;
+    pthread_mutex_unlock(&resolve_lock);
     return p;
 }
 
@@ -637,30 +675,43 @@ int hk_sampler_running(void) { return S.running; }
 
 void hk_sampler_mark(void)
 {
+    /* the job cannot run (the GC holds the GVL); the worker may be resolving */
+    pthread_mutex_lock(&resolve_lock);
     /* rb_gc_mark (not _movable): frame VALUEs are hash keys, they must not move */
     /* a frame with several lines is marked once per line: cheaper than a set */
     for (size_t i = 0; i < S.nlocs; i++)
         if (!SPECIAL_CONST_P(S.locs[i].frame)) rb_gc_mark(S.locs[i].frame);
     for (size_t i = 0; i < S.nthreads; i++) rb_gc_mark(S.threads[i].thread);
-    for (size_t at = 0; at < S.pending_len; at += HEAD_WORDS + hk_stack_walk_capture_words(S.pending + at + HEAD_WORDS))
-        hk_stack_walk_mark_capture(S.pending + at + HEAD_WORDS);
+    uint64_t cursor;
+    size_t words;
+    for (const uint64_t *rec = hk_ring_first(&S.ring, &cursor, &words); rec;
+         rec = hk_ring_next(&S.ring, &cursor, &words))
+        hk_stack_walk_mark_capture(rec + HEAD_WORDS);
     hk_stack_walk_mark();
+    pthread_mutex_unlock(&resolve_lock);
 }
 
 size_t hk_sampler_memsize(void)
 {
     return hk_pair_map_memsize(&S.frame_locs) + hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
            S.locs_cap * sizeof(hk_loc) + S.agg_cap * sizeof(hk_agg_row) + S.raw_cap * sizeof(hk_raw_sample) +
-           S.threads_cap * sizeof(hk_thread) + S.pending_cap * sizeof(uint64_t) +
+           S.threads_cap * sizeof(hk_thread) + S.ring.cap * sizeof(uint64_t) +
+           S.tick_stacks_cap * sizeof(uint32_t) +
            (size_t)(S.cfg.max_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + sizeof(int) + sizeof(uint32_t)) +
            KEY_HEAD * sizeof(uint32_t) +
            hk_stack_walk_memsize();
 }
 
+/* A fork never comes while the worker is resolving: the child's copy of the
+ * tables, which its GC goes on marking, is whole. */
+static void atfork_prepare(void) { pthread_mutex_lock(&resolve_lock); }
+static void atfork_parent(void) { pthread_mutex_unlock(&resolve_lock); }
+
 /* ctx: fork child. The timer thread did not survive fork: stop quietly; the
  * child can start a fresh session. Tables are freed at that next start. */
 static void atfork_child(void)
 {
+    pthread_mutex_unlock(&resolve_lock); /* locked by this thread in atfork_prepare */
     if (!S.running) return;
     S.running = 0;
     hk_sampler_events_close(); /* the counters watch the parent's threads */
@@ -673,5 +724,5 @@ void hk_sampler_init(void)
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     job_handle = rb_postponed_job_preregister(0, sample_job, NULL);
 #endif
-    pthread_atfork(NULL, NULL, atfork_child);
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }

@@ -1,7 +1,10 @@
 /* sampler.h — the sampling collector: a timer-triggered postponed job that
- * captures the current thread's stack, aggregated as it goes, a batch at a time.
+ * captures the current thread's stack, aggregated as it goes on the timer's worker.
  *
- * Data layout (all owned by the GVL: every reader and writer runs with it):
+ * The job captures a sample and hands it to the timer's worker through a
+ * ring; the worker resolves it into the tables below while the program runs
+ * (at stop and snapshot, the GVL's thread resolves what is left). Data layout
+ * (the resolver's, under the resolve lock, except threads, the job's):
  *   locations   (frame VALUE, executing line) -> location id (1-based) in one
  *               probe of frame_locs; locs[id-1] keeps the pair for marking and
  *               for the names, which are resolved once per frame at build time;
@@ -15,7 +18,7 @@
  *               snapshot, or its sample lost to a failed allocation);
  *   raw         with aggregate: false, one record per sample instead;
  *   threads     thread VALUE -> hk_thread (previous clock, sequence number);
- *   pending     the job's captures, resolved into the tables above in batches.
+ *   ring        the job's captures, waiting for the resolver.
  * Memory grows with unique frames, stacks and threads, not with run length.
  */
 #ifndef HK_SAMPLER_H
@@ -29,6 +32,7 @@
 #include "pace.h"
 #include "pair_map.h"
 #include "profile.h"
+#include "ring.h"
 #include "u64_map.h"
 
 typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1 } hk_mode;
@@ -63,8 +67,9 @@ typedef struct hk_sampler_stats {
     uint64_t dropped_count;    /* samples lost (no frames, out of memory) */
     uint64_t moved_count;      /* samples given to the stack running at the tick, not to calls made after it */
     uint64_t stale_count;      /* cpu mode: stale ticks' samples (pace.h), given to the previous sample's stack */
-    uint64_t sampling_time_ns; /* time spent inside the sampling callback */
-    uint64_t stack_walk_time_ns; /* of which reading the stack (stack_walk.h) */
+    uint64_t sampling_time_ns; /* time spent inside the sampling callback, on the profiled threads */
+    uint64_t stack_walk_time_ns; /* of which capturing the stack (stack_walk.h) */
+    uint64_t resolve_time_ns;  /* turning captures into the profile: on the worker, and at stop */
     uint64_t timer_cpu_ns;     /* CPU used by the timer's worker thread */
     uint64_t thread_count;
     uint64_t unique_frames, unique_stacks; /* set by hk_sampler_build_profile; stacks: (stack, thread) pairs sampled */
@@ -76,7 +81,6 @@ typedef struct hk_sampler_stats {
 typedef struct hk_thread {
     VALUE thread;
     uint32_t seq;        /* 1-based, in order of first sample; 0 = not sampled yet */
-    uint32_t tick_stack; /* 1 + the stack its latest sample's job saw, where its next period began; 0: none */
     int64_t prev_clock;  /* this thread's clock where its previous sample's weight ended (ns) */
     clockid_t clock;     /* the clock its weights are read on; set at its first sample */
     int has_clock;
@@ -118,39 +122,45 @@ typedef struct hk_sampler {
     /* immutable after start */
     hk_sampler_config cfg;
     int64_t start_mono_ns, start_real_ns;
-    VALUE *frame_buf;   /* max_depth + 1 + HK_OWN_FRAMES entries, reused by every sample (the walk writes what changed) */
+    int cost_tsc;       /* cost_clock's units are TSC ticks (sampler.c) */
+    uint64_t start_tsc;
+    size_t capture_room; /* the most words one sample takes in the ring */
+    int building;       /* a snapshot is reading the tables (set under the resolve lock; read by the
+                           worker, so kept off the lines the job writes) */
+    /* the job's, and the GVL's */
+    _Alignas(64) int running;
+    hk_u64_map thread_ids;
+    hk_thread *threads; size_t nthreads, threads_cap;
+    uint32_t nseq;      /* threads that have been sampled */
+    size_t last_thread; /* index of the previous sample's thread (checked before use) */
+    uint64_t sampling_count, dropped_count;
+    uint64_t sampling_time, capture_time; /* in cost_clock units: TSC ticks or ns (sampler.c) */
+    uint64_t replaced_timer_cpu_ns; /* CPU of a worker that perf clocks' fallback replaced */
+    int open_events, max_events; /* counters open now; the most the descriptor limit allows */
+    /* the job's captures (stack_walk.h), each after its sample's head, for the
+     * resolver; the GC marks what they hold until they are resolved */
+    hk_ring ring;
+    /* The resolver's: the worker's, or the GVL's at stop and snapshot, always
+     * under the resolve lock (sampler.c), which the GC mark takes too. */
+    _Alignas(64) VALUE *frame_buf; /* max_depth + 1 + HK_OWN_FRAMES entries, reused by every sample */
     int *line_buf;
     /* the latest sample's key (see stacks above), for the next one */
     uint32_t *key_buf;  /* 2 + max_depth + 1 + HK_OWN_FRAMES entries */
-    uint64_t key_walk;  /* the walk it is from (hk_stack_walk_number) */
+    uint64_t key_walk;  /* the capture it is from (hk_stack_walk_capture_number) */
     int key_n;          /* its frames; 0: none, or not to be trusted */
     int key_truncated;
     uint32_t key_seq;   /* its thread */
     int key_skip;       /* top frames left out of its stack: called after its tick */
     int64_t key_stack;  /* the stack interned for it (its sample's, unless stale: sampler.c), or -1 */
-    /* samples the job has captured and not yet resolved: each a head and a
-     * capture (stack_walk.h), in the order taken; the GC marks what they hold */
-    uint64_t *pending; size_t pending_len, pending_cap; /* in words */
-    size_t capture_room; /* the most words one capture takes */
-    uint32_t npending;
-    /* owned by the GVL */
-    int running;
-    int building;       /* a snapshot is reading the tables */
     hk_pair_map frame_locs; /* (frame VALUE, line) -> location id: the per-sample lookup */
     hk_loc *locs; size_t nlocs, locs_cap;
     hk_intern_table stacks;
     hk_agg_row *agg_rows; size_t agg_cap; /* by stack id; zeroed as they are allocated */
     hk_raw_sample *raw; size_t nraw, raw_cap;
-    hk_u64_map thread_ids;
-    hk_thread *threads; size_t nthreads, threads_cap;
-    uint32_t nseq;      /* threads that have been sampled */
-    size_t last_thread; /* index of the previous sample's thread (checked before use) */
-    uint64_t sampling_count, sample_count, dropped_count, moved_count, stale_count;
-    uint64_t sampling_time, stack_walk_time; /* in cost_clock units: TSC ticks or ns (sampler.c) */
-    int cost_tsc;       /* those units are TSC ticks: the module's tsc_usable, here where the job's loads already go */
-    uint64_t start_tsc;
-    uint64_t replaced_timer_cpu_ns; /* CPU of a worker that perf clocks' fallback replaced */
-    int open_events, max_events; /* counters open now; the most the descriptor limit allows */
+    uint32_t *tick_stacks; size_t tick_stacks_cap; /* by thread sequence number: 1 + the stack its
+                                                      latest sample saw, where its next period began; 0: none */
+    uint64_t sample_count, unresolved_count, moved_count, stale_count;
+    uint64_t resolve_time; /* in cost_clock units */
     /* read by the timer's worker at every tick, written only at start, stop or
      * (tick_target) when the sampled thread changes: a line of their own, away
      * from the counters the job writes every sample, which would otherwise be

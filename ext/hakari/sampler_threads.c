@@ -32,7 +32,6 @@ hk_thread *hk_sampler_thread_add(VALUE th, int64_t prev_clock)
     hk_thread *t = &S.threads[S.nthreads++];
     t->thread = th;
     t->seq = 0; /* numbered at its first sample, so sequence numbers say "first seen" order */
-    t->tick_stack = 0;
     t->prev_clock = prev_clock;
     t->clock = CLOCK_MONOTONIC;
     t->has_clock = 0;

@@ -18,7 +18,9 @@
 #include "hot.h"
 
 const char *hk_walk_kind = "rb_profile_frames";
-uint64_t hk_walks; /* across sessions: a mark from an earlier session is never trusted */
+/* Across sessions: a mark from an earlier session is never trusted. Counted up
+ * by the job (the only writer) and read by the resolver on another thread. */
+uint64_t hk_walks;
 uint64_t hk_walk_mismatches;
 
 /* rb_profile_frames, with the previous walk's result kept to tell the caller
@@ -64,7 +66,7 @@ long hk_profile_frames_capture(uint64_t *out, size_t room)
     if (n < 0) n = 0;
     memmove(frames + n, lines, (size_t)n * sizeof(int));
     *h = (hk_cap_head){.words = (uint32_t)(HK_CAP_HEAD_WORDS + HK_CAP_RESOLVED_WORDS(n)), .kind = HK_CAP_RESOLVED,
-                       .n = (uint32_t)n, .number = ++hk_walks};
+                       .n = (uint32_t)n, .number = __atomic_add_fetch(&hk_walks, 1, __ATOMIC_SEQ_CST)};
     return (long)h->words;
 }
 

@@ -27,10 +27,11 @@ int hk_stack_walk_start(int limit);
 /* A sample's stack is read in two steps. The job captures it: it copies what
  * the control frames hold now, and looks nothing up, so the tables that turn
  * them into frames and lines stay out of the program's caches. The sampler
- * resolves its captures later, a batch at a time, in the order they were
- * taken, each exactly once: the tables are cold for the first of a batch only.
- * A capture holds VALUEs that only it may keep alive until it is resolved
- * (hk_stack_walk_mark_capture). */
+ * resolves its captures later on the timer's worker (or at stop), one thread
+ * at a time, in the order they were taken, each exactly once. Resolving reads
+ * no Ruby heap object (GC.compact may be moving them meanwhile), only what the
+ * capture copied and the malloc'd memory it points to. A capture holds VALUEs
+ * that only it may keep alive until it is resolved (hk_stack_walk_mark_capture). */
 
 /* ctx: GVL (the job). Writes the current thread's (or fiber's) stack into
  * out, which has room words. Returns the words written; 0 when room is less
@@ -53,7 +54,8 @@ const void *hk_stack_walk_leaf_slot(void);
  * thread without another thread-local read; NULL when unknown. */
 const void *hk_stack_walk_thread(void);
 
-/* ctx: GVL. The frames of the capture at cap, as rb_profile_frames(0, limit,
+/* ctx: the sampler's resolve lock (any thread, no GVL needed). The frames of
+ * the capture at cap, as rb_profile_frames(0, limit,
  * frames, lines) gave them when it was taken (leaf first), or -1 when they
  * are lost (out of memory). *cut is set when the stack went on below what
  * was captured (deeper than the walker keeps: the result is truncated
@@ -69,11 +71,11 @@ const void *hk_stack_walk_thread(void);
  * costs what changed. */
 int hk_stack_walk_resolve(const uint64_t *cap, VALUE *frames, int *lines, int limit, uint64_t known, int *same,
                           int *cut);
-/* ctx: GVL, after hk_stack_walk_resolve. HAKARI_STACK_WALK=verify: the frames
+/* ctx: the resolve lock, after hk_stack_walk_resolve. HAKARI_STACK_WALK=verify: the frames
  * rb_profile_frames gave at that capture, all written, leaf first, so the
  * caller can check what it kept of the previous sample; -1 when not verifying. */
 int hk_stack_walk_checked(const VALUE **frames, const int **lines);
-/* ctx: GVL. Counts a sample on which the two ways differed (the first is printed). */
+/* ctx: the resolve lock. Counts a sample on which the two ways differed (the first is printed). */
 void hk_stack_walk_report_mismatch(const char *what, int n, int m, int same);
 /* ctx: GVL. Starts loading what the next capture reads first, so that it
  * arrives together with the caller's own state rather than after it. */
@@ -90,7 +92,7 @@ void hk_stack_walk_prefetch(void);
  * read by a system call so that a slot freed since (a thread or fiber
  * collected) cannot fault; 0 when it cannot be read. */
 uintptr_t hk_stack_walk_read_leaf(const void *slot);
-/* ctx: GVL, right after hk_stack_walk_resolve(cap). How many of the frames it
+/* ctx: the resolve lock, right after hk_stack_walk_resolve(cap). How many of the frames it
  * returned, from the top, sit in control frames pushed since slot held leaf;
  * 0 when slot is not the captured context's or leaf is not in its stack. */
 int hk_stack_walk_pushed_since(const uint64_t *cap, const void *slot, uintptr_t leaf);

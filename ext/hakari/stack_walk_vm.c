@@ -102,12 +102,30 @@ _Static_assert(sizeof(memo) == 32, "two memo entries to a cache line");
 #define OUT_UNKNOWN 0xffff
 #define NO_DEPTH ((size_t)-1)
 
-/* One control frame as the job captured it: three words. */
+/* One control frame as the job captured it: five words. The resolver runs
+ * on the worker, while the program (and its GC) runs: it must never read a
+ * Ruby heap object, whose page GC.compact may have protected (its read
+ * barrier) or whose fields a compaction may be rewriting. So the job also
+ * copies the two pointers the resolver needs out of the heap objects; what
+ * they point to is malloc'd and lives as long as its object, which the
+ * capture keeps alive. */
 typedef struct raw_frame {
     uintptr_t pc_bits;  /* its pc (NULL for a C frame) | RAW_CFRAME | RAW_TRUSTED */
-    const void *iseq;   /* a Ruby frame's iseq; NULL for a C frame */
-    VALUE me;           /* the method entry its environment holds (an imemo ment), or 0 */
+    const void *iseq;   /* a Ruby frame's iseq; NULL for a C frame (compared and marked, never read) */
+    VALUE me;           /* the method entry its environment holds (an imemo ment), or 0 (the same) */
+    const void *body;   /* the iseq's body (rb_iseq_constant_body), or NULL */
+    const unsigned int *def; /* the method entry's definition (its type in the first 4 bits), or NULL */
 } raw_frame;
+/* What the capture read out of a frame's heap objects, by depth: a frame whose
+ * mark vouches for it is the one captured there before, and these are read
+ * again from here instead of from its method entry and iseq, which the
+ * program has long stopped touching. */
+typedef struct cap_entry {
+    VALUE me;
+    const void *body;
+    const unsigned int *def;
+} cap_entry;
+
 #define RAW_CFRAME 1
 #define RAW_TRUSTED 2 /* its mark vouches for its callers: the capture ends with it */
 #define RAW_PC(r) ((const VALUE *)((r)->pc_bits & ~(uintptr_t)3))
@@ -116,20 +134,28 @@ typedef struct raw_frame {
 static struct {
     /* the job's capture reads and writes these: one cache line, which the job
      * starts loading first (hk_stack_walk_prefetch) */
-    _Alignas(64) int enabled; /* (an alignment applies to every name declared with it) */
-    int verify;
-    int marks;           /* frames are marked (not under YJIT, nor with continuations) */
-    int thread_ptr_ok;   /* ec->thread_ptr was checked against Thread.current at start */
+    _Alignas(64) uint8_t enabled; /* (an alignment applies to every name declared with it) */
+    uint8_t verify;
+    uint8_t marks;       /* frames are marked (not under YJIT, nor with continuations) */
+    uint8_t thread_ptr_ok; /* ec->thread_ptr was checked against Thread.current at start */
     const vm_ec *run_ec; /* the stack of the previous capture */
     const vm_ec *walked_ec; /* the context the last capture read, NULL when it fell back */
     uint64_t run_start;  /* marks at or after this were written in the current run */
     size_t memo_cap;     /* control frames a capture keeps at most; the memo's depth */
+    /* The resolver, on another thread, counts up `forgets` when the memo is
+     * lost (forget_memo): the next capture then starts a new run. Written
+     * rarely, so its line stays in both caches. */
+    uint64_t forgets;
+    uint64_t forgets_seen; /* the capture's view of it */
+    cap_entry *cap_memo; /* memo_cap + 1 entries, by distance from the root */
     /* the resolver's: what resolving a capture reads */
     _Alignas(64) int checked_n; /* verify mode: frames in check_frames from the latest resolve, or -1 */
     size_t last_leaf;    /* depth of the previous result's leaf when it is whole in the memo, else NO_DEPTH */
     const void *res_ec;  /* the context of the previous capture resolved */
     uint64_t broken_upto; /* captures up to this number may trust a memo that was lost: not resolved */
     memo *memo;          /* by distance from the root */
+    size_t depth_cap;    /* memo_cap and verify, for the resolver: it does not read the capture's line, */
+    int verify_res;      /* which the job writes at every sample */
     /* The previous result's leaf and first frame, when whole (last_leaf): a
      * stack that has not changed since is answered from these alone. */
     const VALUE *leaf_pc; /* its leaf's pc (the leaf is at depth last_leaf of res_ec) */
@@ -144,7 +170,7 @@ static struct {
     VALUE *check_frames; int *check_lines; int check_cap; /* verify mode: rb_profile_frames' frames at the capture */
     VALUE *last_frames; int *last_lines; int last_n;     /* verify mode: the previous result */
 } W;
-_Static_assert(offsetof(__typeof__(W), checked_n) == 64, "what a capture reads: one cache line");
+_Static_assert(offsetof(__typeof__(W), forgets_seen) < 64, "what a capture reads: one cache line");
 
 static int pin(hk_pair_map *m, VALUE **list, size_t *n, size_t *cap, VALUE v, uint32_t val)
 {
@@ -182,9 +208,9 @@ HK_HOT static VALUE captured_frame_method_entry(const VALUE *ep)
 }
 
 /* The method type of the entry me (an imemo ment, kept alive by its capture
- * until now, pinned from here on). hint: the entry found at this depth in the
+ * until now, pinned from here on), whose definition the job read as def. hint: the entry found at this depth in the
  * previous result, and its type. -1: out of memory. */
-HK_HOT static int method_type(VALUE me, const memo *hint, uint8_t *type)
+HK_HOT static int method_type(VALUE me, const unsigned int *def, const memo *hint, uint8_t *type)
 {
     uint32_t t;
     if (hint && me == hint->me) {
@@ -195,16 +221,21 @@ HK_HOT static int method_type(VALUE me, const memo *hint, uint8_t *type)
         *type = (uint8_t)(t - 1);
         return 0;
     }
-    /* rb_callable_method_entry_t: flags, defined_class, def; the definition's 4-bit type comes first */
-    const unsigned int *def = *(const unsigned int *const *)((const char *)me + 2 * sizeof(VALUE));
-    t = *def & 0x0f;
+    t = *def & 0x0f; /* the definition's 4-bit type comes first */
     if (pin(&W.ments, &W.ment_list, &W.nments, &W.ments_cap, me, t + 1) < 0) return -1;
     *type = (uint8_t)t;
     return 0;
 }
 
-/* calc_lineno: the line of pc, from the cache or the iseq's line table */
-HK_HOT static int pc_line(const void *iseq, const VALUE *pc, int *line)
+/* rb_iseq_struct: flags, wrapper, body */
+typedef struct vm_iseq {
+    VALUE flags, wrapper;
+    const void *body;
+} vm_iseq;
+
+/* calc_lineno: the line of pc, from the cache or the line table of the iseq
+ * whose body the job read */
+HK_HOT static int pc_line(const void *iseq, const void *body, const VALUE *pc, int *line)
 {
     uint32_t v;
     if (hk_pair_map_get(&W.lines, (uint64_t)pc, 0, &v)) {
@@ -214,12 +245,14 @@ HK_HOT static int pc_line(const void *iseq, const VALUE *pc, int *line)
     if (!hk_pair_map_get(&W.iseqs, (uint64_t)iseq, 0, &v) &&
         pin(&W.iseqs, &W.iseq_list, &W.niseqs, &W.iseqs_cap, (VALUE)iseq, 1) < 0)
         return -1;
-    /* rb_iseq_struct: flags, wrapper, body; the body: type, iseq_size, iseq_encoded */
-    const char *body = *(const char *const *)((const char *)iseq + 2 * sizeof(VALUE));
-    const VALUE *encoded = *(const VALUE *const *)(body + 2 * sizeof(unsigned int));
+    /* the body: type, iseq_size, iseq_encoded */
+    const VALUE *encoded = *(const VALUE *const *)((const char *)body + 2 * sizeof(unsigned int));
     size_t pos = (size_t)(pc - encoded);
     if (pos) pos--; /* pc is past the instruction that runs */
-    *line = (int)rb_iseq_line_no(iseq, pos);
+    /* rb_iseq_line_no reads nothing of the iseq but its body (get_insn_info):
+     * it is handed a copy of the iseq's head, not the heap object */
+    const vm_iseq head = {0, 0, body};
+    *line = (int)rb_iseq_line_no(&head, pos);
     return hk_pair_map_put(&W.lines, (uint64_t)pc, 0, (uint32_t)*line + 1);
 }
 
@@ -266,7 +299,16 @@ HK_HOT static long vm_capture(uint64_t *out, size_t room)
     if (room < vm_capture_room()) return 0;
     const vm_ec *ec = ruby_current_ec;
     if (!ec) return -1;
-    uint64_t seq = ++hk_walks;
+    /* Sequentially consistent with forget_memo: either this number is one the
+     * resolver counts as taken before the memo was lost (and it drops such a
+     * capture if it trusts a mark), or this capture sees the forget and
+     * trusts no mark written before it. */
+    uint64_t seq = __atomic_add_fetch(&hk_walks, 1, __ATOMIC_SEQ_CST);
+    uint64_t forgets = __atomic_load_n(&W.forgets, __ATOMIC_SEQ_CST);
+    if (forgets != W.forgets_seen) {
+        W.forgets_seen = forgets;
+        W.run_start = seq;
+    }
     if (ec != W.run_ec) { /* another thread's or fiber's stack: marks start over */
         W.run_ec = ec;
         W.run_start = seq;
@@ -294,6 +336,13 @@ HK_HOT static long vm_capture(uint64_t *out, size_t room)
             /* the environment a few frames ahead (its control frame has arrived by now) */
             if (cfp + 4 < end) __builtin_prefetch(cfp[4].ep - 2);
         }
+        if (trusted) {
+            /* the frame this capture's run saw here before: a Ruby frame has a body */
+            const cap_entry *c = &W.cap_memo[depth];
+            raw[n++] = (raw_frame){(c->body ? (uintptr_t)cfp->pc : RAW_CFRAME) | RAW_TRUSTED,
+                                   c->body ? cfp->iseq : NULL, c->me, c->body, c->def};
+            break;
+        }
         const VALUE *ep = cfp->ep;
         uintptr_t cframe = (ep[EP_FLAGS] & FRAME_FLAG_CFRAME) != 0;
         /* a Ruby frame without a pc yet (being set up, or the top frame of a C
@@ -302,9 +351,12 @@ HK_HOT static long vm_capture(uint64_t *out, size_t room)
             W.run_start = seq + 1; /* the marks this capture wrote vouch for nothing */
             return -1;
         }
-        raw[n++] = (raw_frame){(cframe ? RAW_CFRAME : (uintptr_t)cfp->pc) | (trusted ? RAW_TRUSTED : 0),
-                               cframe ? NULL : cfp->iseq, captured_frame_method_entry(ep)};
-        if (trusted) break;
+        VALUE me = captured_frame_method_entry(ep);
+        /* rb_callable_method_entry_t: flags, defined_class, def (the line the type check read) */
+        const unsigned int *def = me ? *(const unsigned int *const *)((const char *)me + 2 * sizeof(VALUE)) : NULL;
+        const void *body = cframe ? NULL : ((const vm_iseq *)cfp->iseq)->body;
+        W.cap_memo[depth] = (cap_entry){me, body, def};
+        raw[n++] = (raw_frame){cframe ? RAW_CFRAME : (uintptr_t)cfp->pc, cframe ? NULL : cfp->iseq, me, body, def};
         if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
     }
     hk_cap_head *h = (hk_cap_head *)out;
@@ -326,7 +378,7 @@ HK_HOT static int walk_frame(const raw_frame *rf, memo *m, VALUE *frame_out, int
     const VALUE *pc = RAW_PC(rf);
     VALUE me = rf->me;
     uint8_t type = NO_ME_TYPE;
-    if (me && method_type(me, m && m->me ? m : NULL, &type) < 0) return -1;
+    if (me && method_type(me, rf->def, m && m->me ? m : NULL, &type) < 0) return -1;
     if (m && m->me == me && m->cframe == cframe && (cframe || m->pc == pc)) {
         *frame_out = m->frame;
         *line_out = m->line;
@@ -337,7 +389,7 @@ HK_HOT static int walk_frame(const raw_frame *rf, memo *m, VALUE *frame_out, int
     int line = 0;
     if (!cframe) {
         frame = me && type == METHOD_TYPE_ISEQ ? me : (VALUE)rf->iseq;
-        if (pc_line(rf->iseq, pc, &line) < 0) return -1;
+        if (pc_line(rf->iseq, rf->body, pc, &line) < 0) return -1;
     } else if (me && type == METHOD_TYPE_CFUNC) {
         frame = me;
     }
@@ -354,7 +406,7 @@ HK_HOT static int walk_frame(const raw_frame *rf, memo *m, VALUE *frame_out, int
  * depth; below: how many it gives under `from` */
 HK_HOT static void count_frames(size_t from, size_t to, unsigned below)
 {
-    for (size_t d = from; d <= to && d < W.memo_cap; d++) {
+    for (size_t d = from; d <= to && d < W.depth_cap; d++) {
         if (below != OUT_UNKNOWN && W.memo[d].frame) below++; /* reaching OUT_UNKNOWN: too deep to count */
         W.memo[d].out = (uint16_t)below;
     }
@@ -375,7 +427,7 @@ static unsigned kept_from_root(size_t changed, size_t prev_leaf)
 static void walk_whole(const VALUE *leaf_pc, size_t leaf_depth, const VALUE *frames, const int *lines, int n,
                        unsigned kept, int *same)
 {
-    if (leaf_depth < W.memo_cap) W.last_leaf = leaf_depth;
+    if (leaf_depth < W.depth_cap) W.last_leaf = leaf_depth;
     *same = (int)kept;
     W.leaf_pc = leaf_pc;
     W.result_n = n;
@@ -419,11 +471,11 @@ HK_HOT static int vm_resolve(const hk_cap_head *h, VALUE *frames, int *lines, in
     size_t total = 0; /* frames given, also past limit */
     for (uint32_t i = 0; i < h->n; i++) {
         size_t depth = leaf_depth - i; /* from the root */
-        if (depth >= PREFETCH_AHEAD && depth - PREFETCH_AHEAD < W.memo_cap)
+        if (depth >= PREFETCH_AHEAD && depth - PREFETCH_AHEAD < W.depth_cap)
             __builtin_prefetch(&W.memo[depth - PREFETCH_AHEAD]);
         VALUE frame;
         int line, kept;
-        if (walk_frame(&raw[i], depth < W.memo_cap ? &W.memo[depth] : NULL, &frame, &line, &kept) < 0) return -1;
+        if (walk_frame(&raw[i], depth < W.depth_cap ? &W.memo[depth] : NULL, &frame, &line, &kept) < 0) return -1;
         if (!kept || depth > prev_leaf) changed = depth;
         if (frame) {
             if (n < limit) {
@@ -503,6 +555,9 @@ int hk_stack_walk_start(int limit)
     W.verify = how && strcmp(how, "verify") == 0;
     W.memo_cap = (size_t)limit * 2 + 64;
     W.check_cap = limit;
+    W.depth_cap = W.memo_cap;
+    W.cap_memo = calloc(W.memo_cap + 1, sizeof(*W.cap_memo));
+    W.verify_res = W.verify;
     W.memo = calloc(W.memo_cap, sizeof(*W.memo));
     W.check_frames = malloc((size_t)limit * sizeof(VALUE));
     W.check_lines = malloc((size_t)limit * sizeof(int));
@@ -510,7 +565,7 @@ int hk_stack_walk_start(int limit)
     W.last_lines = malloc((size_t)limit * sizeof(int));
     /* room for a program's worth of methods and lines before the job has to
      * grow a table (a realloc in the program's heap can take 100 µs: sampler.c) */
-    if (!W.memo || !W.check_frames || !W.check_lines || !W.last_frames || !W.last_lines ||
+    if (!W.memo || !W.cap_memo || !W.check_frames || !W.check_lines || !W.last_frames || !W.last_lines ||
         hk_pair_map_reserve(&W.ments, 2048) < 0 ||
         hk_pair_map_reserve(&W.iseqs, 2048) < 0 || hk_pair_map_reserve(&W.lines, 8192) < 0 ||
         hk_array_grow((void **)&W.ment_list, &W.ments_cap, 2048, sizeof(VALUE)) < 0 ||
@@ -554,10 +609,10 @@ int hk_stack_walk_start(int limit)
  * taken so far that trust one cannot be resolved */
 static void forget_memo(void)
 {
-    for (size_t d = 0; d < W.memo_cap; d++) W.memo[d] = (memo){.out = OUT_UNKNOWN};
-    W.run_start = hk_walks + 1;
-    W.broken_upto = hk_walks;
+    for (size_t d = 0; d < W.depth_cap; d++) W.memo[d] = (memo){.out = OUT_UNKNOWN};
     W.last_leaf = NO_DEPTH;
+    __atomic_add_fetch(&W.forgets, 1, __ATOMIC_SEQ_CST);
+    W.broken_upto = __atomic_load_n(&hk_walks, __ATOMIC_SEQ_CST);
 }
 
 /* `require "continuation"` after start: from then on callcc can put back
@@ -567,8 +622,9 @@ static void forget_memo(void)
 static void watch_for_continuations(void)
 {
     if (rb_const_defined(rb_cObject, id_continuation)) {
+        /* no mark is trusted from now on; the memo, compared by pc and
+         * method entry, stays right */
         W.marks = 0;
-        forget_memo();
     }
 }
 
@@ -649,7 +705,7 @@ HK_HOT int hk_stack_walk_resolve(const uint64_t *cap, VALUE *frames, int *lines,
         W.last_n = 0;
         return -1;
     }
-    return W.verify && limit <= W.check_cap ? verify_walk(h, frames, lines, n, limit, same) : n;
+    return W.verify_res && limit <= W.check_cap ? verify_walk(h, frames, lines, n, limit, same) : n;
 }
 
 void hk_stack_walk_mark_capture(const uint64_t *cap)
@@ -685,6 +741,7 @@ void hk_stack_walk_stop(void)
     free(W.ment_list);
     free(W.iseq_list);
     free(W.memo);
+    free(W.cap_memo);
     free(W.check_frames);
     free(W.check_lines);
     free(W.last_frames);
@@ -702,7 +759,7 @@ void hk_stack_walk_mark(void)
 size_t hk_stack_walk_memsize(void)
 {
     return hk_pair_map_memsize(&W.ments) + hk_pair_map_memsize(&W.iseqs) + hk_pair_map_memsize(&W.lines) +
-           (W.ments_cap + W.iseqs_cap) * sizeof(VALUE) + W.memo_cap * sizeof(memo) +
+           (W.ments_cap + W.iseqs_cap) * sizeof(VALUE) + W.memo_cap * (sizeof(memo) + sizeof(cap_entry)) +
            (size_t)W.check_cap * 2 * (sizeof(VALUE) + sizeof(int)) + hk_profile_frames_memsize();
 }
 
@@ -724,7 +781,7 @@ HK_HOT int hk_stack_walk_pushed_since(const uint64_t *cap, const void *slot, uin
     uintptr_t now = h->leaf, end = h->end;
     if (leaf <= now || leaf > end || (end - leaf) % sizeof(vm_frame)) return 0;
     size_t depth_now = (end - now) / sizeof(vm_frame) - 1, depth_tick = (end - leaf) / sizeof(vm_frame) - 1;
-    if (depth_now >= W.memo_cap) return 0;
+    if (depth_now >= W.depth_cap) return 0;
     int pushed = 0;
     for (size_t d = depth_tick + 1; d <= depth_now; d++) pushed += W.memo[d].frame != 0;
     return pushed;

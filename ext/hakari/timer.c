@@ -34,6 +34,7 @@ static struct {
     long interval_ns;
     hk_timer_fire_fn fire;
     hk_timer_pace_fn pace;     /* set: the worker paces itself (paced_loop) */
+    hk_timer_idle_fn idle;     /* its spare time's work, or NULL */
     int signo;                 /* 0 when the condvar loop is used */
     struct sigaction old_action;
     pthread_t thread;
@@ -48,6 +49,12 @@ static struct {
 } T = {.lock = PTHREAD_MUTEX_INITIALIZER, .kind = "none"};
 
 static hk_timer_fire_fn volatile signal_fire; /* read by the handler */
+
+/* a worker whose ticks come as signals does its idle work this often, for this long at most */
+#define IDLE_EVERY_NS 5000000L
+#define IDLE_BUDGET_NS 2000000L
+
+void hk_timer_set_idle(hk_timer_idle_fn idle) { T.idle = idle; }
 
 static void add_ns(struct timespec *ts, long ns)
 {
@@ -110,6 +117,7 @@ static void condvar_loop(void)
         if (T.stop) break;
         pthread_mutex_unlock(&T.lock);
         T.fire(-1);
+        if (T.idle) T.idle(T.interval_ns / 2);
         pthread_mutex_lock(&T.lock);
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -129,9 +137,12 @@ static void paced_loop(void)
     while (!T.stop) {
         pthread_mutex_unlock(&T.lock);
         long wait = T.pace();
-        pthread_mutex_lock(&T.lock);
+        /* the next look is due `wait` after this one, whatever the idle work takes */
         clock_gettime(CLOCK_MONOTONIC, &deadline);
         add_ns(&deadline, wait > 0 ? wait : 1);
+        /* half the wait: should it overrun, the overrun is the next look's lateness */
+        if (T.idle) T.idle(wait / 2);
+        pthread_mutex_lock(&T.lock);
         int rc = 0;
         while (!T.stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.cond, &T.lock, &deadline);
     }
@@ -169,9 +180,20 @@ static void *run_worker(void)
         int armed = arm_signal_timer(&timer);
         if (armed >= 0) {
             report_ready(1);
-            /* the handler runs on this thread; wait here until asked to stop */
+            /* the handler runs on this thread (it interrupts the idle work, so
+             * that work never delays a tick); wait here until asked to stop */
             pthread_mutex_lock(&T.lock);
-            while (!T.stop) pthread_cond_wait(&T.cond, &T.lock);
+            while (!T.stop) {
+                struct timespec deadline;
+                clock_gettime(CLOCK_MONOTONIC, &deadline);
+                add_ns(&deadline, IDLE_EVERY_NS);
+                int rc = 0;
+                while (!T.stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.cond, &T.lock, &deadline);
+                if (T.stop || !T.idle) continue;
+                pthread_mutex_unlock(&T.lock);
+                T.idle(IDLE_BUDGET_NS);
+                pthread_mutex_lock(&T.lock);
+            }
             pthread_mutex_unlock(&T.lock);
             if (armed == 0) timer_delete(timer);
             return NULL;

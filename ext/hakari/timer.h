@@ -9,7 +9,8 @@
  * and calls `fire` itself. Either way `fire` must be async-signal-safe.
  * Paced (hk_timer_start_paced): the worker calls its step on its own thread
  * and waits as long as each call asks; no signal is involved.
- * Either way the worker blocks every signal but its own.
+ * Either way the worker blocks every signal but its own, and spends its spare
+ * time on the idle work it is given (hk_timer_set_idle).
  */
 #ifndef HK_TIMER_H
 #define HK_TIMER_H
@@ -20,6 +21,10 @@
 typedef void (*hk_timer_fire_fn)(int fd);
 /* a paced worker's step: does its work and returns how long to wait before the next step (ns) */
 typedef long (*hk_timer_pace_fn)(void);
+/* Work the worker does between ticks, on its own thread (not in a signal
+ * handler), for at most about budget_ns: in paced and condvar loops after each
+ * step, waiting for signals every few milliseconds. */
+typedef void (*hk_timer_idle_fn)(long budget_ns);
 
 /* ctx: GVL. Starts the worker; 0, or -1 with a message in err. With interval_ns
  * 0 no timer is armed: the worker only receives the signal others direct at it
@@ -29,6 +34,8 @@ int hk_timer_start(long interval_ns, hk_timer_fire_fn fire, char *err, size_t er
  * handler) and waits as long as each call asks, on a condition variable whose
  * timer slack is cut to 1 µs; 0, or -1 with a message in err. */
 int hk_timer_start_paced(hk_timer_pace_fn pace, char *err, size_t errlen);
+/* ctx: GVL, before a start. The work for the next worker's spare time, or NULL. */
+void hk_timer_set_idle(hk_timer_idle_fn idle);
 /* the real-time signal the worker handles, or 0 (condvar fallback) */
 int hk_timer_signal(void);
 /* the worker's thread id, for signals directed at it (Linux), or 0 */

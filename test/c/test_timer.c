@@ -86,10 +86,49 @@ static void test_interval_timer_fires_at_about_its_rate(void)
     CHECK_INT(atomic_load(&fires), n);
 }
 
+/* idle work that takes its whole budget (up to a few ms) */
+static atomic_long idles, budget_min, budget_max;
+static void busy_idle(long budget_ns)
+{
+    atomic_fetch_add(&idles, 1);
+    if (budget_ns < atomic_load(&budget_min)) atomic_store(&budget_min, budget_ns);
+    if (budget_ns > atomic_load(&budget_max)) atomic_store(&budget_max, budget_ns);
+    int64_t until = mono_ns() + (budget_ns < 3000000 ? budget_ns : 3000000);
+    while (mono_ns() < until) {}
+}
+
+/* The worker's spare time goes to idle work (the sampler resolves samples
+ * there): half of each wait, and the next step still comes when it was due. */
+static void test_idle_work_takes_half_the_wait_and_delays_no_step(void)
+{
+    char err[128] = "";
+    atomic_store(&steps, 0);
+    atomic_store(&idles, 0);
+    atomic_store(&budget_min, 1L << 40);
+    atomic_store(&budget_max, 0);
+    atomic_store(&wait_ns, 2000000); /* 2 ms */
+    hk_timer_set_idle(busy_idle);
+    int64_t t0 = mono_ns();
+    CHECK_MSG(hk_timer_start_paced(count_step, err, sizeof(err)) == 0, "start: %s", err);
+    sleep_ms(100);
+    hk_timer_stop();
+    hk_timer_set_idle(NULL);
+    long n = atomic_load(&steps);
+    double ms = (double)(mono_ns() - t0) / 1e6;
+    CHECK_INT(atomic_load(&budget_min), 1000000);
+    CHECK_INT(atomic_load(&budget_max), 1000000);
+    CHECK_MSG(atomic_load(&idles) >= n - 1 && atomic_load(&idles) <= n, "%ld idle calls for %ld steps",
+              atomic_load(&idles), n);
+    /* 1 ms of idle work per 2 ms step, which would make it 3 ms if the wait began after it;
+     * on a busy machine a few steps are late, so the bound is the midpoint */
+    CHECK_MSG(n >= ms / 2.5, "%ld steps in %.1f ms with 2 ms waits and 1 ms of idle work each", n, ms);
+}
+
 int main(void)
 {
     RUN(test_paced_worker_waits_as_asked_and_stops_clean);
     RUN(test_stop_interrupts_a_long_wait);
     RUN(test_interval_timer_fires_at_about_its_rate);
+    RUN(test_idle_work_takes_half_the_wait_and_delays_no_step);
     return check_done();
 }

@@ -98,7 +98,7 @@ module Hakari
           Hakari.start(mode: :wall); work; profile = Hakari.stop    # Hakari.stop => Hakari::Profile or nil
           profile.to_h          # mode, frequency, start_time_ns, duration_ns, trigger_count, sampling_count,
                                 # sample_count, dropped_count, moved_count, stale_count,
-                                # sampling_time_ns, stack_walk_time_ns, timer_cpu_ns, thread_count,
+                                # sampling_time_ns, stack_walk_time_ns, resolve_time_ns, timer_cpu_ns, thread_count,
                                 # unique_frames, unique_stacks, timer, stack_walker, walk_mismatch_count,
                                 # samples: [[frames, weight_ns, count, thread_seq], ...]
           profile[:sample_count]            # == profile.to_h[:sample_count]
