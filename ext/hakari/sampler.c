@@ -321,29 +321,31 @@ drop:
     S.unresolved_count++;
 }
 
-/* Resolves the ring's samples, oldest first, until it is empty or, with a
- * budget, about budget_ns have passed. ctx: the resolve lock. */
-HK_HOT static void resolve_ring(long budget_ns)
+/* Resolves the ring's oldest sample; 0 when there was none. ctx: the resolve lock. */
+HK_HOT static int resolve_one(void)
 {
-    uint64_t t0 = cost_clock();
-    int64_t until = budget_ns > 0 ? hk_clock_ns(CLOCK_MONOTONIC) + budget_ns : 0;
     size_t words;
-    const uint64_t *rec;
-    while ((rec = hk_ring_peek(&S.ring, &words))) {
-        resolve_sample((const sample_head *)rec, rec + HEAD_WORDS);
-        hk_ring_release(&S.ring);
-        if (until && hk_clock_ns(CLOCK_MONOTONIC) >= until) break;
-    }
-    S.resolve_time += cost_clock() - t0;
+    const uint64_t *rec = hk_ring_peek(&S.ring, &words);
+    if (!rec) return 0;
+    resolve_sample((const sample_head *)rec, rec + HEAD_WORDS);
+    hk_ring_release(&S.ring);
+    return 1;
 }
 
-/* ctx: the timer's worker, between ticks (timer.h). Never waits for the lock:
- * whoever holds it is resolving already, or marking. */
+/* ctx: the timer's worker, between ticks (timer.h), for about budget_ns.
+ * The lock is taken for one sample at a time, so that a GC's mark never
+ * waits longer than one sample takes; and never waited for: whoever holds it
+ * is marking, or resolving at stop or snapshot. */
 static void resolve_on_worker(long budget_ns)
 {
-    if (!hk_ring_used(&S.ring) || pthread_mutex_trylock(&resolve_lock) != 0) return;
-    if (!S.building) resolve_ring(budget_ns > 0 ? budget_ns : 1);
-    pthread_mutex_unlock(&resolve_lock);
+    int64_t until = hk_clock_ns(CLOCK_MONOTONIC) + (budget_ns > 0 ? budget_ns : 1);
+    while (hk_ring_used(&S.ring) && pthread_mutex_trylock(&resolve_lock) == 0) {
+        uint64_t t0 = cost_clock();
+        int done = !S.building && resolve_one();
+        S.resolve_time += cost_clock() - t0;
+        pthread_mutex_unlock(&resolve_lock);
+        if (!done || hk_clock_ns(CLOCK_MONOTONIC) >= until) return;
+    }
 }
 
 /* The job's part of a sample: its capture, the thread it ran on and its
@@ -623,11 +625,18 @@ static void take_tail_sample(void)
     if (stack >= 0 && record((uint32_t)stack, weight, hk_clock_ns(CLOCK_REALTIME)) == 0) S.sample_count++;
 }
 
-/* ctx: GVL. What the worker left in the ring. */
+/* ctx: GVL, the resolve lock. What the worker left in the ring. */
+static void resolve_rest_locked(void)
+{
+    uint64_t t0 = cost_clock();
+    while (resolve_one()) {}
+    S.resolve_time += cost_clock() - t0;
+}
+
 static void resolve_rest(void)
 {
     pthread_mutex_lock(&resolve_lock);
-    resolve_ring(0);
+    resolve_rest_locked();
     pthread_mutex_unlock(&resolve_lock);
 }
 
@@ -656,7 +665,7 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
      * takes the lock, so it is not held): neither the job nor the worker may
      * change the tables being read meanwhile */
     pthread_mutex_lock(&resolve_lock);
-    resolve_ring(0);
+    resolve_rest_locked();
     S.building = 1;
     pthread_mutex_unlock(&resolve_lock);
     fill_stats(stats);
