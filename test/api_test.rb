@@ -290,8 +290,6 @@ class ApiTest < Minitest::Test
   # object. Compacting over and over while samples of ever new methods wait gives it the
   # chance; a read of one would kill the process (the worker cannot take the SIGSEGV).
   def test_the_worker_resolves_while_the_heap_is_compacted
-    skip "no GC.compact on this Ruby" unless GC.respond_to?(:compact)
-
     script = <<~'RUBY'
       require "hakari"
       data = Hakari.start(mode: :wall, frequency: 5000) do

@@ -299,7 +299,6 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
     /* the sample goes to its stack without the frames called after the tick;
      * only that stack is interned; the ids of all n stay in the key buffer for the next sample */
     int skip = late > 0 && late < n ? late : 0;
-    if (truncated) same = 0; /* it is 0 already, unless cut below the captured frames */
     int64_t stack = intern_current_stack(n, same, truncated, h->seq, skip);
     if (stack < 0) goto drop;
     S.key_walk = hk_stack_walk_capture_number(cap);
@@ -338,6 +337,7 @@ HK_HOT static int resolve_one(void)
  * is marking, or resolving at stop or snapshot. */
 static void resolve_on_worker(long budget_ns)
 {
+    if (!hk_ring_used(&S.ring)) return; /* most wake-ups: no clock read */
     int64_t until = hk_clock_ns(CLOCK_MONOTONIC) + (budget_ns > 0 ? budget_ns : 1);
     while (hk_ring_used(&S.ring) && pthread_mutex_trylock(&resolve_lock) == 0) {
         uint64_t t0 = cost_clock();
@@ -395,8 +395,9 @@ HK_HOT static void sample_job(void *arg)
 {
     (void)arg;
     /* the job's fields and the walker's left the cache since the last
-     * sample: start loading them at once */
-    for (size_t off = 0; off < offsetof(hk_sampler, frame_buf); off += 64) __builtin_prefetch((const char *)&S + off);
+     * sample: start loading them at once, but not the ring's consumer line,
+     * which the worker writes and the job reads only when short of room */
+    for (size_t off = 0; off < offsetof(hk_sampler, ring.cons); off += 64) __builtin_prefetch((const char *)&S + off);
     hk_stack_walk_prefetch();
     if (!S.running || S.building) return;
     uint64_t t0 = cost_clock();

@@ -55,18 +55,30 @@ int hk_same_from_root(const VALUE *frames, const int *lines, int n, const VALUE 
 
 size_t hk_profile_frames_room(void) { return HK_CAP_HEAD_WORDS + HK_CAP_RESOLVED_WORDS(G.cap); }
 
-/* rb_profile_frames into the capture: frames, then lines packed after them */
+uint32_t hk_cap_put_profile_frames(uint64_t *at, int limit)
+{
+    VALUE *frames = (VALUE *)at;
+    int *lines = (int *)(frames + limit); /* moved down next to the frames once their number is known */
+    int n = rb_profile_frames(0, limit, frames, lines);
+    if (n < 0) n = 0;
+    memmove(frames + n, lines, (size_t)n * sizeof(int));
+    return (uint32_t)n;
+}
+
+void hk_cap_mark_frames(const hk_cap_head *h, size_t at, uint32_t n)
+{
+    const VALUE *f = hk_cap_frames(h, at);
+    for (uint32_t i = 0; i < n; i++)
+        if (!SPECIAL_CONST_P(f[i])) rb_gc_mark(f[i]);
+}
+
 long hk_profile_frames_capture(uint64_t *out, size_t room)
 {
     if (room < hk_profile_frames_room()) return 0;
     hk_cap_head *h = (hk_cap_head *)out;
-    VALUE *frames = (VALUE *)(out + HK_CAP_HEAD_WORDS);
-    int *lines = (int *)(frames + G.cap); /* moved down next to the frames once their number is known */
-    int n = rb_profile_frames(0, G.cap, frames, lines);
-    if (n < 0) n = 0;
-    memmove(frames + n, lines, (size_t)n * sizeof(int));
+    uint32_t n = hk_cap_put_profile_frames(out + HK_CAP_HEAD_WORDS, G.cap);
     *h = (hk_cap_head){.words = (uint32_t)(HK_CAP_HEAD_WORDS + HK_CAP_RESOLVED_WORDS(n)), .kind = HK_CAP_RESOLVED,
-                       .n = (uint32_t)n, .number = __atomic_add_fetch(&hk_walks, 1, __ATOMIC_SEQ_CST)};
+                       .n = n, .number = __atomic_add_fetch(&hk_walks, 1, __ATOMIC_SEQ_CST)};
     return (long)h->words;
 }
 
@@ -88,12 +100,7 @@ int hk_profile_frames_resolve(const hk_cap_head *h, VALUE *frames, int *lines, i
     return n;
 }
 
-void hk_profile_frames_mark_capture(const hk_cap_head *h)
-{
-    const VALUE *f = hk_cap_frames(h, HK_CAP_HEAD_WORDS);
-    for (uint32_t i = 0; i < h->n; i++)
-        if (!SPECIAL_CONST_P(f[i])) rb_gc_mark(f[i]);
-}
+void hk_profile_frames_mark_capture(const hk_cap_head *h) { hk_cap_mark_frames(h, HK_CAP_HEAD_WORDS, h->n); }
 
 size_t hk_profile_frames_memsize(void) { return (size_t)G.cap * (sizeof(VALUE) + sizeof(int)); }
 

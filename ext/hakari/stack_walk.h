@@ -34,8 +34,8 @@ int hk_stack_walk_start(int limit);
  * that only it may keep alive until it is resolved (hk_stack_walk_mark_capture). */
 
 /* ctx: GVL (the job). Writes the current thread's (or fiber's) stack into
- * out, which has room words. Returns the words written; 0 when room is less
- * than hk_stack_walk_capture_room(), -1 when no stack could be read. */
+ * out, which has room words: at least hk_stack_walk_capture_room(). Returns
+ * the words written; 0 when room is short, -1 when no stack could be read. */
 long hk_stack_walk_capture(uint64_t *out, size_t room);
 /* the most words one capture can take */
 size_t hk_stack_walk_capture_room(void);
@@ -65,7 +65,7 @@ const void *hk_stack_walk_thread(void);
  * none. *same receives a number of frames, counted from the root, equal
  * (frame and line) to that capture's at the same distance from the root (not
  * always all such frames); it is 0 unless known was the capture just before
- * this one, and 0 when the result was cut at limit. Only frames
+ * this one, and 0 when the result was cut at limit or *cut. Only frames
  * [0, n - *same) and frame 0 (the leaf) are sure to be written.
  * Consecutive samples share most of their stack, so at any depth a sample
  * costs what changed. */

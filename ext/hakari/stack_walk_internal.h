@@ -46,6 +46,13 @@ int hk_profile_frames_resolve(const hk_cap_head *h, VALUE *frames, int *lines, i
 void hk_profile_frames_mark_capture(const hk_cap_head *h);
 size_t hk_profile_frames_memsize(void);
 
+/* rb_profile_frames(0, limit) written at `at` as frames, then their lines
+ * packed after them (HK_CAP_RESOLVED_WORDS(n) words, room for limit);
+ * returns n. ctx: GVL (the job). */
+uint32_t hk_cap_put_profile_frames(uint64_t *at, int limit);
+/* ctx: GC mark phase. Pins the n frames kept at word `at` of a capture. */
+void hk_cap_mark_frames(const hk_cap_head *h, size_t at, uint32_t n);
+
 /* the frames and lines kept in a capture from its word `at` on (n of each) */
 static inline const VALUE *hk_cap_frames(const hk_cap_head *h, size_t at) { return (const VALUE *)h + at; }
 static inline const int *hk_cap_lines(const hk_cap_head *h, size_t at, uint32_t n)

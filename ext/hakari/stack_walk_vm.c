@@ -281,13 +281,8 @@ static size_t vm_capture_room(void)
 /* verify mode: rb_profile_frames' result after the captured frames */
 static void capture_check(hk_cap_head *h)
 {
-    VALUE *f = (VALUE *)((uint64_t *)h + h->words);
-    int *l = (int *)(f + W.check_cap); /* moved down next to the frames once their number is known */
-    int m = rb_profile_frames(0, W.check_cap, f, l);
-    if (m < 0) m = 0;
-    memmove(f + m, l, (size_t)m * sizeof(int));
-    h->ncheck = (uint32_t)m;
-    h->words += (uint32_t)HK_CAP_RESOLVED_WORDS(m);
+    h->ncheck = hk_cap_put_profile_frames((uint64_t *)h + h->words, W.check_cap);
+    h->words += (uint32_t)HK_CAP_RESOLVED_WORDS(h->ncheck);
 }
 
 /* The capture (stack_walk.h) of the control frames from the leaf down to the
@@ -330,19 +325,16 @@ HK_HOT static long vm_capture(uint64_t *out, size_t room)
             break;
         }
         size_t depth = (size_t)(end - cfp) - 1; /* from the root */
-        int trusted = trusted_mark(cfp, depth, seq);
-        if (!trusted) {
-            if (cfp + PREFETCH_AHEAD < end) __builtin_prefetch(cfp + PREFETCH_AHEAD);
-            /* the environment a few frames ahead (its control frame has arrived by now) */
-            if (cfp + 4 < end) __builtin_prefetch(cfp[4].ep - 2);
-        }
-        if (trusted) {
+        if (trusted_mark(cfp, depth, seq)) {
             /* the frame this capture's run saw here before: a Ruby frame has a body */
             const cap_entry *c = &W.cap_memo[depth];
             raw[n++] = (raw_frame){(c->body ? (uintptr_t)cfp->pc : RAW_CFRAME) | RAW_TRUSTED,
                                    c->body ? cfp->iseq : NULL, c->me, c->body, c->def};
             break;
         }
+        if (cfp + PREFETCH_AHEAD < end) __builtin_prefetch(cfp + PREFETCH_AHEAD);
+        /* the environment a few frames ahead (its control frame has arrived by now) */
+        if (cfp + 4 < end) __builtin_prefetch(cfp[4].ep - 2);
         const VALUE *ep = cfp->ep;
         uintptr_t cframe = (ep[EP_FLAGS] & FRAME_FLAG_CFRAME) != 0;
         /* a Ruby frame without a pc yet (being set up, or the top frame of a C
@@ -675,7 +667,6 @@ HK_HOT long hk_stack_walk_capture(uint64_t *out, size_t room)
 {
     W.walked_ec = NULL;
     if (!W.enabled) return hk_profile_frames_capture(out, room);
-    if (room < hk_stack_walk_capture_room()) return 0;
     if (W.marks && !(hk_walks & 63)) watch_for_continuations();
     long words = vm_capture(out, room);
     return words > 0 ? words : hk_profile_frames_capture(out, room);
@@ -721,9 +712,7 @@ void hk_stack_walk_mark_capture(const uint64_t *cap)
         if (raw[i].iseq) rb_gc_mark((VALUE)raw[i].iseq);
         if (raw[i].me) rb_gc_mark(raw[i].me);
     }
-    const VALUE *check = hk_cap_frames(h, at + RAW_WORDS * h->n);
-    for (uint32_t i = 0; i < h->ncheck; i++)
-        if (!SPECIAL_CONST_P(check[i])) rb_gc_mark(check[i]);
+    hk_cap_mark_frames(h, at + RAW_WORDS * h->n, h->ncheck);
 }
 
 int hk_stack_walk_checked(const VALUE **frames, const int **lines)
