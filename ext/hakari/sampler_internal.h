@@ -1,0 +1,50 @@
+/* sampler_internal.h — what the sampler's two files share: sampler.c (the
+ * job's capture, the lifecycle, the GC mark) and sampler_resolve.c (turning
+ * captures into the profile's tables, on the timer's worker or at stop). */
+#ifndef HK_SAMPLER_INTERNAL_H
+#define HK_SAMPLER_INTERNAL_H
+
+#include <pthread.h>
+
+#include "clocks.h"
+#include "sampler.h"
+
+#define S hk_the_sampler
+
+/* A sample in the ring: its head, then its capture (stack_walk.h). */
+typedef struct sample_head {
+    uint32_t seq;     /* its thread's sequence number; 0: the sample is lost, its capture is
+                         resolved all the same (the next ones may build on it) */
+    int32_t state;    /* HK_TICK_*: how the thread was at the tick */
+    int64_t weight;
+    int64_t time_ns;  /* CLOCK_REALTIME at the job (aggregate: false) */
+    hk_leaf leaf;     /* the thread's leaf frame at the tick */
+} sample_head;
+#define HEAD_WORDS (sizeof(sample_head) / sizeof(uint64_t))
+_Static_assert(sizeof(sample_head) % sizeof(uint64_t) == 0, "a capture starts on a word");
+
+/* The key buffer's head: room for the thread and the [truncated] root in
+ * front of position 0 (sampler.h) */
+#define KEY_HEAD 2
+
+/* The callback's cost is counted on the TSC where the kernel trusts it: four
+ * reads per sample at a few cycles each, against ~25 ns for clock_gettime, in
+ * a callback that should cost under a microsecond. Scaled to ns in fill_stats. */
+static inline uint64_t cost_clock(void) { return S.cost_tsc ? hk_tsc() : (uint64_t)hk_clock_ns(CLOCK_MONOTONIC); }
+
+/* Held by whoever resolves (the worker, or the GVL's thread at stop and
+ * snapshot) and by the GC's mark: the tables and the ring's unresolved
+ * records are never read while they change. The job never takes it. */
+extern pthread_mutex_t hk_resolve_lock;
+
+/* ctx: GVL, at start. Reserves the tables' first few thousand entries (0, or -1). */
+int hk_sampler_reserve_tables(void);
+/* ctx: the timer's worker, between ticks (timer.h): resolves for about budget_ns. */
+void hk_resolve_on_worker(long budget_ns);
+/* ctx: GVL, with (_locked) or without the resolve lock: resolves what the ring holds. */
+void hk_resolve_rest_locked(void);
+void hk_resolve_rest(void);
+/* ctx: GVL, at stop, after the last sample is resolved: the caller's time since its last sample. */
+void hk_sampler_take_tail_sample(void);
+
+#endif
