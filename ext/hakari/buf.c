@@ -71,3 +71,12 @@ int hk_array_grow(void **arr, size_t *cap, size_t need, size_t elem)
     *cap = c;
     return 0;
 }
+
+void hk_touch_pages(void *p, size_t bytes)
+{
+    /* volatile: a compiler may turn malloc and a zeroing into calloc, which
+     * writes nothing to fresh pages */
+    volatile unsigned char *c = p;
+    for (size_t i = 0; i < bytes; i += 4096) c[i] = 0;
+    if (bytes) c[bytes - 1] = 0;
+}

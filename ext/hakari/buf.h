@@ -34,4 +34,10 @@ static inline int hk_buf_ok(const hk_buf *b) { return !b->oom; }
  * least need, doubling from 64; 0, or -1 when out of memory (array unchanged). */
 int hk_array_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
+/* Writes a zero into every page of [p, p + bytes): a fresh allocation's pages
+ * are mapped at their first write, and where the sampling job is the first to
+ * write, each costs it a page fault (tens of µs in a VM). For memory whose
+ * contents do not matter yet, or that calloc zeroed. */
+void hk_touch_pages(void *p, size_t bytes);
+
 #endif

@@ -2,6 +2,8 @@
  * released (cons); a word's place is its count modulo cap. */
 #include "ring.h"
 
+#include "buf.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,7 @@ int hk_ring_init(hk_ring *r, size_t cap)
     if (cap < 2) return -1;
     r->words = malloc(cap * sizeof(uint64_t));
     if (!r->words) return -1;
+    hk_touch_pages(r->words, cap * sizeof(uint64_t)); /* the producer is the sampling job: it must not fault */
     r->cap = cap;
     return 0;
 }

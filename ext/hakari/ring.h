@@ -29,7 +29,8 @@ typedef struct hk_ring {
     _Alignas(64) uint64_t cons; /* words released (stored with release) */
 } hk_ring;
 
-/* 0, or -1 when out of memory */
+/* 0, or -1 when out of memory. Writes every page of the ring first: the
+ * producer then never takes a page fault on a lap's first touch. */
 int hk_ring_init(hk_ring *r, size_t cap);
 void hk_ring_free(hk_ring *r);
 

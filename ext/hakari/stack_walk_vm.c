@@ -565,6 +565,8 @@ int hk_stack_walk_start(int limit)
         hk_stack_walk_stop();
         return -1;
     }
+    hk_touch_pages(W.cap_memo, (W.memo_cap + 1) * sizeof(*W.cap_memo)); /* the job writes it */
+    hk_touch_pages(W.memo, W.memo_cap * sizeof(*W.memo));
     /* the self-check: this very stack, both ways */
     uint64_t *cap = malloc(vm_capture_room() * sizeof(uint64_t));
     VALUE *f = malloc((size_t)limit * sizeof(VALUE));

@@ -4,6 +4,7 @@
  * producer and a consumer on two threads lose and corrupt nothing. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -117,14 +118,36 @@ static void test_init_fails_cleanly_without_memory(void)
     CHECK_INT(alloc_live(), live);
 }
 
+static long minor_faults(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+}
+
+/* the producer is the sampling job: its first lap must not fault on each new page */
+static void test_a_new_ring_is_already_mapped(void)
+{
+    hk_ring r;
+    size_t words = 1 << 18; /* 2 MB: a fresh mapping of 512 pages */
+    CHECK(hk_ring_init(&r, words) == 0);
+    long before = minor_faults();
+    for (size_t i = 0; i < words; i += 8) ((volatile uint64_t *)r.words)[i] = i;
+    long faults = minor_faults() - before;
+    CHECK_MSG(faults < 16, "the first lap took %ld page faults in 512 pages", faults);
+    hk_ring_free(&r);
+}
+
 /* two threads: the producer never waits for the consumer, it retries */
 #define STRESS_RECORDS 200000
+/* under valgrind (HK_TEST_QUICK) the two threads take turns, slowly */
+static uint64_t stress_records(void) { return getenv("HK_TEST_QUICK") ? STRESS_RECORDS / 50 : STRESS_RECORDS; }
 static hk_ring stress;
 static int stop_producing;
 static void *produce(void *arg)
 {
     (void)arg;
-    for (uint64_t k = 0; k < STRESS_RECORDS && !__atomic_load_n(&stop_producing, __ATOMIC_RELAXED);)
+    for (uint64_t k = 0; k < stress_records() && !__atomic_load_n(&stop_producing, __ATOMIC_RELAXED);)
         if (put(&stress, k, 13)) k++;
     return NULL;
 }
@@ -136,7 +159,7 @@ static void test_two_threads_lose_and_corrupt_nothing(void)
     CHECK(pthread_create(&t, NULL, produce, NULL) == 0);
     int bad = 0;
     time_t give_up = time(NULL) + 20; /* a lost record would leave both sides waiting */
-    for (uint64_t k = 0; k < STRESS_RECORDS && !bad;) {
+    for (uint64_t k = 0; k < stress_records() && !bad;) {
         int rc = take(&stress, k, 13);
         if (rc == 0) k++;
         else if (rc != 1) bad = rc;
@@ -158,6 +181,7 @@ int main(void)
     RUN(test_a_full_ring_refuses_and_changes_nothing);
     RUN(test_iteration_sees_what_is_not_released);
     RUN(test_init_fails_cleanly_without_memory);
+    RUN(test_a_new_ring_is_already_mapped);
     RUN(test_two_threads_lose_and_corrupt_nothing);
     return check_done();
 }
