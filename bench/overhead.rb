@@ -198,6 +198,7 @@ def child_callback(mode, depth)
   s0 = machine_cpu
   p = Hakari.start(mode: mode.to_sym, frequency: 1000) { descend(depth, 1.0) }.to_h
   { ns: p[:sampling_time_ns].fdiv(p[:sampling_count]), walk_ns: p[:stack_walk_time_ns].fdiv(p[:sampling_count]),
+    resolve_ns: p[:resolve_time_ns].fdiv(p[:sampling_count]),
     samples: p[:sampling_count], walker: p[:stack_walker], steal: machine_cpu[:steal] - s0[:steal],
     frames: p[:samples].max_by { |s| s[1] }[0].size } # depth of the heaviest stack
 end
@@ -365,7 +366,8 @@ if PARTS.include?("callback")
         puts format("  %-4s depth %3d (%3d frames), %-26s %5.0f ns per sample over %d samples (runs: %s ns; steal %.2f s)",
                     mode, d, c[:frames], c[:walker][0, 26] + ":", c[:ns], c[:samples], rs.map { |x| x[:ns].round }.join(", "),
                     rs.sum { |x| x[:steal] })
-        puts format("%31s of which reading the stack %.0f ns, hakari's own work %.0f ns", "", c[:walk_ns], c[:ns] - c[:walk_ns])
+        puts format("%31s of which reading the stack %.0f ns, hakari's own work %.0f ns; then, off the profiled " \
+                    "thread, resolving %.0f ns", "", c[:walk_ns], c[:ns] - c[:walk_ns], c[:resolve_ns])
       end
     end
   end
