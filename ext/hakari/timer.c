@@ -103,6 +103,13 @@ static int arm_signal_timer(timer_t *timer)
 }
 #endif
 
+/* with T.lock held: waits until deadline, or until asked to stop */
+static void wait_until(const struct timespec *deadline)
+{
+    int rc = 0;
+    while (!T.stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.cond, &T.lock, deadline);
+}
+
 /* the fallback clock: absolute deadlines, so time spent in `fire` does not drift the rate */
 static void condvar_loop(void)
 {
@@ -112,8 +119,7 @@ static void condvar_loop(void)
     pthread_mutex_lock(&T.lock);
     while (!T.stop) {
         add_ns(&deadline, T.interval_ns);
-        int rc = 0;
-        while (!T.stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.cond, &T.lock, &deadline);
+        wait_until(&deadline);
         if (T.stop) break;
         pthread_mutex_unlock(&T.lock);
         T.fire(-1);
@@ -143,8 +149,7 @@ static void paced_loop(void)
         /* half the wait: should it overrun, the overrun is the next look's lateness */
         if (T.idle) T.idle(wait / 2);
         pthread_mutex_lock(&T.lock);
-        int rc = 0;
-        while (!T.stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.cond, &T.lock, &deadline);
+        wait_until(&deadline);
     }
     pthread_mutex_unlock(&T.lock);
 }
@@ -187,8 +192,7 @@ static void *run_worker(void)
                 struct timespec deadline;
                 clock_gettime(CLOCK_MONOTONIC, &deadline);
                 add_ns(&deadline, IDLE_EVERY_NS);
-                int rc = 0;
-                while (!T.stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.cond, &T.lock, &deadline);
+                wait_until(&deadline);
                 if (T.stop || !T.idle) continue;
                 pthread_mutex_unlock(&T.lock);
                 T.idle(IDLE_BUDGET_NS);
