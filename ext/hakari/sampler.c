@@ -231,6 +231,25 @@ static void *nothing(void *arg) { return arg; }
 
 #define RING_WORDS 16384
 
+/* The session's buffers, tables, walker and ring for cfg's max_depth: 0, or
+ * -1 when out of memory (the caller frees what was allocated). */
+static int alloc_tables(const hk_sampler_config *cfg)
+{
+    size_t depth = (size_t)cfg->max_depth + 1 + HK_OWN_FRAMES;
+    S.frame_buf = malloc(depth * sizeof(VALUE));
+    S.line_buf = malloc(depth * sizeof(int));
+    S.key_buf = malloc((KEY_HEAD + depth) * sizeof(uint32_t));
+    S.key_stack = -1;
+    if (!S.frame_buf || !S.line_buf || !S.key_buf || hk_sampler_reserve_tables() < 0 ||
+        hk_stack_walk_start(cfg->max_depth + 1) < 0)
+        return -1;
+    /* Room for two of the deepest stacks, and for a few hundred ordinary ones
+     * (about 40 words each) while the worker is kept off its core. Its pages
+     * are all written here (hk_ring_init): the job must not fault on them. */
+    S.capture_room = hk_stack_walk_capture_room();
+    return hk_ring_init(&S.ring, 2 * (HEAD_WORDS + S.capture_room + 1) + RING_WORDS);
+}
+
 int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
 {
     if (S.running) {
@@ -240,27 +259,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     free_tables(); /* leftovers of a session cut short by fork */
     S.cfg = *cfg;
     S.cost_tsc = tsc_usable;
-    size_t depth = (size_t)cfg->max_depth + 1 + HK_OWN_FRAMES;
-    S.frame_buf = malloc(depth * sizeof(VALUE));
-    S.line_buf = malloc(depth * sizeof(int));
-    S.key_buf = malloc((KEY_HEAD + depth) * sizeof(uint32_t));
-    S.key_stack = -1;
-    if (!S.frame_buf || !S.line_buf || !S.key_buf ||
-        hk_sampler_reserve_tables() < 0) {
-        free_tables();
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    if (hk_stack_walk_start(cfg->max_depth + 1) < 0) {
-        free_tables();
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    /* Room for two of the deepest stacks, and for a few hundred ordinary ones
-     * (about 40 words each) while the worker is kept off its core. Pages are
-     * touched as the ring fills: it costs its size in memory only once used. */
-    S.capture_room = hk_stack_walk_capture_room();
-    if (hk_ring_init(&S.ring, 2 * (HEAD_WORDS + S.capture_room + 1) + RING_WORDS) < 0) {
+    if (alloc_tables(cfg) < 0) {
         free_tables();
         snprintf(err, errlen, "out of memory");
         return -1;
