@@ -80,7 +80,7 @@ HK_HOT static int resolve_locations(int to, int n)
 
 /* The stack id of the current sample's n frames without the top `skip` (the
  * ones called after its tick), or -1 when out of memory. same: how many of
- * them, from the root, are the previous sample's (hk_stack_walk_since), whose
+ * them, from the root, are the previous sample's (hk_stack_walk_resolve), whose
  * location ids are still in their key positions: only the others are looked
  * up, and an identical stack with the same skip and thread reuses its stack
  * id. The hash tables, whose lines the program evicts from the cache between
@@ -235,13 +235,13 @@ void hk_resolve_on_worker(long budget_ns)
 }
 
 
-/* Room for a session of a few thousand stacks before the job has to grow a
- * table. The job runs inside the program, whose malloc heap is full of small
- * freed blocks: there, a realloc of a few kilobytes can consolidate glibc's free
- * lists and take 50-250 µs (measured on kramdown), which a new session would
- * otherwise pay at every doubling of every table. Reserved here instead, at
- * start, where it costs nothing the profile counts: about 0.6 MB, mostly
- * untouched (and so not resident) until used. */
+/* Room for a session of a few thousand stacks before the resolver has to
+ * grow a table. The tables live in the program's malloc heap, full of small
+ * freed blocks: there, a realloc of a few kilobytes can consolidate glibc's
+ * free lists and take 50-250 µs (measured on kramdown), holding the heap's
+ * lock against the program's own mallocs and the resolve lock against the
+ * GC's mark, at every doubling of every table. Reserved here instead, at
+ * start: about 0.6 MB, mostly untouched (and so not resident) until used. */
 #define RESERVED_STACKS 4096
 #define RESERVED_STACK_ITEMS (RESERVED_STACKS * 24)
 #define RESERVED_LOCATIONS 4096

@@ -4,9 +4,9 @@
  * The job captures: from the leaf down, each control frame's pc, iseq, whether
  * it is a C frame and the method entry its environment holds, up to the first
  * frame whose mark says its callers have not run since the previous capture.
- * That reads only what the program itself keeps warm (its control frames and
- * environments, the entries' headers) and no table of ours. Resolving a
- * capture later, in the sampler's batch, gives the frames:
+ * That reads what the program itself keeps warm (its control frames and
+ * environments, the entries' headers) and, of ours, only the capture's memo
+ * by depth. Resolving a capture later, on the timer's worker, gives the frames:
  *
  * The control-frame walker reproduces rb_profile_frames (vm_backtrace.c):
  * walking from the leaf to the root, a Ruby frame gives its method entry when
@@ -23,7 +23,7 @@
  *    result without a lookup;
  *  - the frames below one that has not returned since the previous walk are
  *    that walk's, and the caller, who has kept them, is told how many there
- *    are instead of being handed them again (hk_stack_walk_since).
+ *    are instead of being handed them again (hk_stack_walk_resolve).
  * A private layout cannot be probed the way a function can: this one is
  * Ruby 3.1's (rb_control_frame_t and the leading fields of
  * rb_execution_context_t in vm_core.h), compiled only for that API version
@@ -208,8 +208,9 @@ HK_HOT static VALUE captured_frame_method_entry(const VALUE *ep)
 }
 
 /* The method type of the entry me (an imemo ment, kept alive by its capture
- * until now, pinned from here on), whose definition the job read as def. hint: the entry found at this depth in the
- * previous result, and its type. -1: out of memory. */
+ * until now, pinned from here on), whose definition the job read as def.
+ * hint: the entry found at this depth in the previous result, and its type.
+ * -1: out of memory. */
 HK_HOT static int method_type(VALUE me, const unsigned int *def, const memo *hint, uint8_t *type)
 {
     uint32_t t;
@@ -566,7 +567,6 @@ int hk_stack_walk_start(int limit)
         return -1;
     }
     hk_touch_pages(W.cap_memo, (W.memo_cap + 1) * sizeof(*W.cap_memo)); /* the job writes it */
-    hk_touch_pages(W.memo, W.memo_cap * sizeof(*W.memo));
     /* the self-check: this very stack, both ways */
     uint64_t *cap = malloc(vm_capture_room() * sizeof(uint64_t));
     VALUE *f = malloc((size_t)limit * sizeof(VALUE));
