@@ -249,6 +249,15 @@ class ApiTest < Minitest::Test
     assert(data[:samples].any? { |frames, *| frames.last[0] == "[truncated]" })
   end
 
+  # Deeper, counted from the root, than the walker keeps frames by depth (2 * max_depth + 64): the
+  # sanitizer pass of script/test caught the capture writing its memo past the end here.
+  def test_a_stack_far_deeper_than_max_depth
+    data = Hakari.start(max_depth: 5) { Workloads.recurse(300) { Workloads.spin(0.03) } }
+    assert(data[:samples].all? { |frames, *| frames.size <= 6 })
+    truncated = data[:samples].select { |frames, *| frames.last[0] == "[truncated]" }
+    assert_operator truncated.sum { |_, weight| weight }, :>, 0.9 * total(data)
+  end
+
   def test_profiled_program_survives_gc_compaction_and_stress
     data = Hakari.start(frequency: 10_000) do
       200.times { |i| Workloads.recurse(i % 30) { Array.new(100) { "x" * 10 } } }

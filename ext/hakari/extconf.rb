@@ -50,5 +50,12 @@ $CFLAGS << " -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter"
 $CFLAGS << " -fvisibility=hidden" if try_cflags("-fvisibility=hidden")
 $CFLAGS << " -Werror" if ENV["HAKARI_WERROR"] == "1"
 $CFLAGS << " #{ENV['HAKARI_EXTRA_CFLAGS']}" if ENV["HAKARI_EXTRA_CFLAGS"]
+# script/test's second pass over the engine's Ruby tests (Ruby itself is not
+# instrumented: the test preloads libasan)
+if ENV["HAKARI_SANITIZE"] == "1"
+  sanitize = " -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  $CFLAGS << sanitize
+  $LDFLAGS << sanitize
+end
 
 create_makefile("hakari/hakari")

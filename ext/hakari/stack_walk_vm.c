@@ -348,7 +348,10 @@ HK_HOT static long vm_capture(uint64_t *out, size_t room)
         /* rb_callable_method_entry_t: flags, defined_class, def (the line the type check read) */
         const unsigned int *def = me ? *(const unsigned int *const *)((const char *)me + 2 * sizeof(VALUE)) : NULL;
         const void *body = cframe ? NULL : ((const vm_iseq *)cfp->iseq)->body;
-        W.cap_memo[depth] = (cap_entry){me, body, def};
+        /* by depth from the root: a stack deeper than the memo keeps no entry
+         * for its frames past it (the capture is cut at memo_cap frames from
+         * the leaf, not from the root), and trusted_mark trusts none there */
+        if (depth <= W.memo_cap) W.cap_memo[depth] = (cap_entry){me, body, def};
         raw[n++] = (raw_frame){cframe ? RAW_CFRAME : (uintptr_t)cfp->pc, cframe ? NULL : cfp->iseq, me, body, def};
         if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
     }
