@@ -18,6 +18,13 @@ void hk_intern_free(hk_intern_table *t)
     memset(t, 0, sizeof(*t));
 }
 
+void hk_intern_clear(hk_intern_table *t)
+{
+    if (t->count) memset(t->index, 0, t->index_cap * sizeof(*t->index));
+    t->count = 0;
+    t->pool_len = 0;
+}
+
 uint64_t hk_intern_hash(const uint32_t *items, uint32_t n)
 {
     uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;

@@ -30,6 +30,8 @@ typedef struct hk_intern_table {
 
 void hk_intern_init(hk_intern_table *t);
 void hk_intern_free(hk_intern_table *t);
+/* empties the table and keeps its room: ids start again at 0 */
+void hk_intern_clear(hk_intern_table *t);
 /* Room for seqs sequences of items items in all, so that interning up to that
  * much allocates nothing: for callers that must not call malloc at a bad time
  * (the sampler's job: in a heap the program has fragmented, one realloc that

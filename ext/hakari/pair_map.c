@@ -13,6 +13,12 @@ void hk_pair_map_free(hk_pair_map *m)
     memset(m, 0, sizeof(*m));
 }
 
+void hk_pair_map_clear(hk_pair_map *m)
+{
+    if (m->count) memset(m->slots, 0, m->cap * sizeof(*m->slots));
+    m->count = 0;
+}
+
 static size_t find(const hk_pair_map *m, uint64_t a, uint32_t b)
 {
     size_t mask = m->cap - 1, i = hk_pair_home(m, a, b);

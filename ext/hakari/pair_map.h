@@ -26,6 +26,8 @@ typedef struct hk_pair_map {
 
 void hk_pair_map_init(hk_pair_map *m);
 void hk_pair_map_free(hk_pair_map *m);
+/* empties the map and keeps its room */
+void hk_pair_map_clear(hk_pair_map *m);
 int hk_pair_map_reserve(hk_pair_map *m, size_t n);
 /* 1 and *out set when found */
 int hk_pair_map_get(const hk_pair_map *m, uint64_t a, uint32_t b, uint32_t *out);

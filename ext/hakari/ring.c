@@ -24,6 +24,12 @@ void hk_ring_free(hk_ring *r)
     memset(r, 0, sizeof(*r));
 }
 
+void hk_ring_clear(hk_ring *r)
+{
+    r->prod = r->cons = r->cons_seen = 0;
+    r->reserved_at = 0;
+}
+
 static int room_for(hk_ring *r, uint64_t need)
 {
     if (r->cap - (r->prod - r->cons_seen) >= need) return 1;

@@ -33,6 +33,8 @@ typedef struct hk_ring {
  * producer then never takes a page fault on a lap's first touch. */
 int hk_ring_init(hk_ring *r, size_t cap);
 void hk_ring_free(hk_ring *r);
+/* ctx: neither side running. Empties the ring and keeps its (already mapped) words. */
+void hk_ring_clear(hk_ring *r);
 
 /* producer: room for a record of up to max words, contiguous; NULL when the
  * consumer has not yet released enough (nothing is changed then). */

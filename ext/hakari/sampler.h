@@ -125,6 +125,10 @@ typedef struct hk_sampler {
     int cost_tsc;       /* cost_clock's units are TSC ticks (sampler.c) */
     uint64_t start_tsc;
     size_t capture_room; /* the most words one sample takes in the ring */
+    /* the allocations below, kept from one session to the next (sampler.c keep_tables) */
+    int kept;           /* they are a stopped session's, emptied */
+    int buf_depth;      /* the max_depth frame_buf, line_buf, key_buf and the ring are sized for */
+    size_t reserved_size; /* the reserved tables' bytes after start (hk_sampler_tables_size) */
     int building;       /* a snapshot is reading the tables (set under the resolve lock; read by the
                            worker, so kept off the lines the job writes) */
     /* the job's, and the GVL's */

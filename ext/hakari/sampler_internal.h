@@ -39,6 +39,8 @@ extern pthread_mutex_t hk_resolve_lock;
 
 /* ctx: GVL, at start. Reserves the tables' first few thousand entries (0, or -1). */
 int hk_sampler_reserve_tables(void);
+/* The bytes of the tables hk_sampler_reserve_tables reserves, as they are now. */
+size_t hk_sampler_tables_size(void);
 /* ctx: the timer's worker, between ticks (timer.h): resolves for about budget_ns. */
 void hk_resolve_on_worker(long budget_ns);
 /* ctx: GVL, with (_locked) or without the resolve lock: resolves what the ring holds. */

@@ -256,6 +256,12 @@ int hk_sampler_reserve_tables(void)
     return grow_agg_rows(RESERVED_STACKS);
 }
 
+size_t hk_sampler_tables_size(void)
+{
+    return hk_pair_map_memsize(&S.frame_locs) + S.locs_cap * sizeof(*S.locs) + hk_intern_memsize(&S.stacks) +
+           S.agg_cap * sizeof(*S.agg_rows) + S.raw_cap * sizeof(*S.raw);
+}
+
 
 /* hakari's own frames on top of the stack at stop: Hakari::Native.stop, Hakari.stop, Hakari.start */
 static int own_frames_on_top(int n)

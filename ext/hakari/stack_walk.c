@@ -32,6 +32,12 @@ static struct {
 
 int hk_profile_frames_start(int limit)
 {
+    if (G.frames && G.cap == limit) { /* the previous session's */
+        G.walk = 0;
+        G.n = 0;
+        return 0;
+    }
+    hk_profile_frames_stop();
     G.cap = limit;
     G.walk = 0;
     G.frames = malloc((size_t)limit * sizeof(VALUE));
@@ -150,6 +156,7 @@ int hk_stack_walk_resolve(const uint64_t *cap, VALUE *frames, int *lines, int li
 }
 void hk_stack_walk_mark_capture(const uint64_t *cap) { hk_profile_frames_mark_capture((const hk_cap_head *)cap); }
 void hk_stack_walk_stop(void) { hk_profile_frames_stop(); }
+void hk_stack_walk_end(void) {} /* two buffers, reused by the next start with the same limit */
 void hk_stack_walk_mark(void) {}
 size_t hk_stack_walk_memsize(void) { return hk_profile_frames_memsize(); }
 

@@ -99,6 +99,10 @@ int hk_stack_walk_pushed_since(const uint64_t *cap, const void *slot, uintptr_t 
 
 /* ctx: GVL, at stop. Frees the tables; unpins what they held. */
 void hk_stack_walk_stop(void);
+/* ctx: GVL, at a session's stop. Empties the tables (unpinning what they held)
+ * and keeps them for the next start with the same limit, unless they grew
+ * past what start reserved: then frees them (sampler.c keep_tables says why). */
+void hk_stack_walk_end(void);
 /* ctx: GC mark phase. Pins the iseqs and method entries the caches are keyed on. */
 void hk_stack_walk_mark(void);
 size_t hk_stack_walk_memsize(void);

@@ -131,7 +131,7 @@ typedef struct cap_entry {
 #define RAW_PC(r) ((const VALUE *)((r)->pc_bits & ~(uintptr_t)3))
 #define RAW_WORDS (sizeof(raw_frame) / sizeof(uint64_t))
 
-static struct {
+static struct walker {
     /* the job's capture reads and writes these: one cache line, which the job
      * starts loading first (hk_stack_walk_prefetch) */
     _Alignas(64) uint8_t enabled; /* (an alignment applies to every name declared with it) */
@@ -169,6 +169,8 @@ static struct {
     VALUE *iseq_list; size_t niseqs, iseqs_cap;
     VALUE *check_frames; int *check_lines; int check_cap; /* verify mode: rb_profile_frames' frames at the capture */
     VALUE *last_frames; int *last_lines; int last_n;     /* verify mode: the previous result */
+    int kept;             /* the tables are a stopped session's, emptied (hk_stack_walk_end) */
+    size_t reserved_size; /* the tables' bytes after start reserved them */
 } W;
 _Static_assert(offsetof(__typeof__(W), forgets_seen) < 64, "what a capture reads: one cache line");
 
@@ -539,21 +541,19 @@ static int start_generic_or_stop(int limit)
     return -1;
 }
 
-int hk_stack_walk_start(int limit)
+static size_t tables_size(void)
 {
-    hk_stack_walk_stop();
-    hk_walk_mismatches = 0;
-    const char *how = getenv("HAKARI_STACK_WALK");
-    if (how && strcmp(how, "ruby") == 0) { /* the walker's tables are not needed */
-        hk_walk_kind = "rb_profile_frames (HAKARI_STACK_WALK=ruby)";
-        return start_generic_or_stop(limit);
-    }
-    W.verify = how && strcmp(how, "verify") == 0;
+    return hk_pair_map_memsize(&W.ments) + hk_pair_map_memsize(&W.iseqs) + hk_pair_map_memsize(&W.lines) +
+           (W.ments_cap + W.iseqs_cap) * sizeof(VALUE);
+}
+
+/* The memos, buffers and tables for limit: 0, or -1 (out of memory) */
+static int alloc_tables(int limit)
+{
     W.memo_cap = (size_t)limit * 2 + 64;
     W.check_cap = limit;
     W.depth_cap = W.memo_cap;
     W.cap_memo = calloc(W.memo_cap + 1, sizeof(*W.cap_memo));
-    W.verify_res = W.verify;
     W.memo = calloc(W.memo_cap, sizeof(*W.memo));
     W.check_frames = malloc((size_t)limit * sizeof(VALUE));
     W.check_lines = malloc((size_t)limit * sizeof(int));
@@ -565,11 +565,31 @@ int hk_stack_walk_start(int limit)
         hk_pair_map_reserve(&W.ments, 2048) < 0 ||
         hk_pair_map_reserve(&W.iseqs, 2048) < 0 || hk_pair_map_reserve(&W.lines, 8192) < 0 ||
         hk_array_grow((void **)&W.ment_list, &W.ments_cap, 2048, sizeof(VALUE)) < 0 ||
-        hk_array_grow((void **)&W.iseq_list, &W.iseqs_cap, 2048, sizeof(VALUE)) < 0) {
+        hk_array_grow((void **)&W.iseq_list, &W.iseqs_cap, 2048, sizeof(VALUE)) < 0)
+        return -1;
+    hk_touch_pages(W.cap_memo, (W.memo_cap + 1) * sizeof(*W.cap_memo)); /* the job writes it */
+    W.reserved_size = tables_size();
+    return 0;
+}
+
+int hk_stack_walk_start(int limit)
+{
+    const char *how = getenv("HAKARI_STACK_WALK");
+    int generic = how && strcmp(how, "ruby") == 0;
+    /* the previous session's tables, emptied at its end, when they fit */
+    if (!W.kept || W.check_cap != limit || generic) hk_stack_walk_stop();
+    W.kept = 0;
+    hk_walk_mismatches = 0;
+    if (generic) { /* the walker's tables are not needed */
+        hk_walk_kind = "rb_profile_frames (HAKARI_STACK_WALK=ruby)";
+        return start_generic_or_stop(limit);
+    }
+    W.verify = how && strcmp(how, "verify") == 0;
+    W.verify_res = W.verify;
+    if (!W.memo && alloc_tables(limit) < 0) {
         hk_stack_walk_stop();
         return -1;
     }
-    hk_touch_pages(W.cap_memo, (W.memo_cap + 1) * sizeof(*W.cap_memo)); /* the job writes it */
     /* the self-check: this very stack, both ways */
     uint64_t *cap = malloc(vm_capture_room() * sizeof(uint64_t));
     VALUE *f = malloc((size_t)limit * sizeof(VALUE));
@@ -744,6 +764,39 @@ void hk_stack_walk_stop(void)
     hk_profile_frames_stop();
 }
 
+void hk_stack_walk_end(void)
+{
+    if (!W.memo || tables_size() > W.reserved_size) {
+        hk_stack_walk_stop();
+        return;
+    }
+    struct walker old = W;
+    memset(&W, 0, sizeof(W));
+    W.kept = 1;
+    W.reserved_size = old.reserved_size;
+    W.memo_cap = old.memo_cap;
+    W.depth_cap = old.depth_cap;
+    W.check_cap = old.check_cap;
+    W.memo = old.memo;
+    memset(W.memo, 0, W.memo_cap * sizeof(*W.memo));
+    W.cap_memo = old.cap_memo;
+    memset(W.cap_memo, 0, (W.memo_cap + 1) * sizeof(*W.cap_memo));
+    W.lines = old.lines;
+    hk_pair_map_clear(&W.lines);
+    W.ments = old.ments;
+    hk_pair_map_clear(&W.ments);
+    W.iseqs = old.iseqs;
+    hk_pair_map_clear(&W.iseqs);
+    W.ment_list = old.ment_list; /* nments, niseqs: 0, so nothing stays pinned */
+    W.ments_cap = old.ments_cap;
+    W.iseq_list = old.iseq_list;
+    W.iseqs_cap = old.iseqs_cap;
+    W.check_frames = old.check_frames;
+    W.check_lines = old.check_lines;
+    W.last_frames = old.last_frames;
+    W.last_lines = old.last_lines;
+}
+
 void hk_stack_walk_mark(void)
 {
     for (size_t i = 0; i < W.nments; i++) rb_gc_mark(W.ment_list[i]);
@@ -752,8 +805,7 @@ void hk_stack_walk_mark(void)
 
 size_t hk_stack_walk_memsize(void)
 {
-    return hk_pair_map_memsize(&W.ments) + hk_pair_map_memsize(&W.iseqs) + hk_pair_map_memsize(&W.lines) +
-           (W.ments_cap + W.iseqs_cap) * sizeof(VALUE) + W.memo_cap * (sizeof(memo) + sizeof(cap_entry)) +
+    return tables_size() + W.memo_cap * (sizeof(memo) + sizeof(cap_entry)) +
            (size_t)W.check_cap * 2 * (sizeof(VALUE) + sizeof(int)) + hk_profile_frames_memsize();
 }
 

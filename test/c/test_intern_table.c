@@ -2,6 +2,7 @@
  * growth to many sequences, find without allocating, clear, failed growth. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "alloc_fail.h"
 #include "check.h"
@@ -164,6 +165,43 @@ static void test_reserve(void)
     hk_intern_free(&t);
 }
 
+/* the sampler empties its stacks at stop and keeps the room for the next session */
+static void test_clear_keeps_the_room_and_restarts_the_ids(void)
+{
+    hk_intern_table t;
+    hk_intern_init(&t);
+    hk_intern_clear(&t); /* never allocated */
+    uint32_t s[40], n, items = 0;
+    for (uint32_t i = 0; i < 500; i++) items += make_seq(i, s);
+    CHECK_INT(hk_intern_reserve(&t, 500, items), 0);
+    for (uint32_t i = 0; i < 500; i++) {
+        n = make_seq(i, s);
+        CHECK_INT(hk_intern_seq(&t, s, n), i);
+    }
+    size_t index_cap = t.index_cap, pool_cap = t.pool_cap;
+    hk_intern_clear(&t);
+    CHECK_INT(hk_intern_count(&t), 0);
+    CHECK(t.index_cap == index_cap && t.pool_cap == pool_cap);
+    for (uint32_t i = 0; i < 500; i++) {
+        n = make_seq(i, s);
+        CHECK_MSG(hk_intern_find(&t, s, n) == -1, "sequence %u survived", i);
+    }
+    alloc_fail_at(0); /* the same amount again allocates nothing, and ids start at 0 */
+    for (uint32_t i = 0; i < 500; i++) {
+        n = make_seq(499 - i, s);
+        CHECK_INT(hk_intern_seq(&t, s, n), i);
+    }
+    CHECK_INT(alloc_fail_count(), 0);
+    alloc_fail_done();
+    for (uint32_t i = 0; i < 500; i++) {
+        uint32_t got_n;
+        const uint32_t *got = hk_intern_get(&t, i, &got_n);
+        n = make_seq(499 - i, s);
+        CHECK_MSG(got_n == n && memcmp(got, s, n * sizeof(*s)) == 0, "id %u", i);
+    }
+    hk_intern_free(&t);
+}
+
 /* With only empty sequences interned the pool is still NULL: hk_intern_get
  * must not compute NULL + 0 (undefined behaviour; clang's UBSan aborts on it). (collapsed_encode reaches it for a profile whose
  * only non-zero samples have empty stacks.) */
@@ -188,5 +226,6 @@ int main(void)
     RUN(test_failed_allocation_leaves_table);
     RUN(test_get_empty_sequence_null_pool);
     RUN(test_reserve);
+    RUN(test_clear_keeps_the_room_and_restarts_the_ids);
     return check_done();
 }

@@ -3,6 +3,7 @@
  * every entry, prefetch is harmless on an empty map. */
 #include <stdint.h>
 
+#include "alloc_fail.h"
 #include "check.h"
 #include "pair_map.h"
 
@@ -51,10 +52,36 @@ static void test_growth_keeps_everything(void)
     hk_pair_map_free(&m);
 }
 
+/* the sampler empties its tables at stop and keeps them for the next session */
+static void test_clear_keeps_the_room_and_forgets_every_entry(void)
+{
+    hk_pair_map m;
+    hk_pair_map_init(&m);
+    hk_pair_map_clear(&m); /* an empty map, never allocated */
+    CHECK(m.count == 0 && m.cap == 0);
+    CHECK_INT(hk_pair_map_reserve(&m, 1000), 0);
+    for (uint32_t i = 0; i < 1000; i++) CHECK_INT(hk_pair_map_put(&m, 0x5000 + (uint64_t)i * 8, i % 3, i + 1), 0);
+    size_t cap = m.cap;
+    hk_pair_entry *slots = m.slots;
+    hk_pair_map_clear(&m);
+    CHECK(m.count == 0 && m.cap == cap && m.slots == slots);
+    uint32_t v;
+    for (uint32_t i = 0; i < 1000; i++)
+        CHECK_MSG(!hk_pair_map_get(&m, 0x5000 + (uint64_t)i * 8, i % 3, &v), "entry %u survived", i);
+    alloc_fail_at(0); /* refilling the kept room allocates nothing */
+    for (uint32_t i = 0; i < 1000; i++) CHECK_INT(hk_pair_map_put(&m, 0x9000 + (uint64_t)i * 8, 1, i + 7), 0);
+    CHECK_INT(alloc_fail_count(), 0);
+    alloc_fail_done();
+    for (uint32_t i = 0; i < 1000; i++) CHECK(hk_pair_map_get(&m, 0x9000 + (uint64_t)i * 8, 1, &v) && v == i + 7);
+    CHECK(m.count == 1000);
+    hk_pair_map_free(&m);
+}
+
 int main(void)
 {
     RUN(test_empty_and_prefetch);
     RUN(test_both_halves_of_the_key);
     RUN(test_growth_keeps_everything);
+    RUN(test_clear_keeps_the_room_and_forgets_every_entry);
     return check_done();
 }

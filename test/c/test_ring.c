@@ -81,6 +81,30 @@ static void test_a_full_ring_refuses_and_changes_nothing(void)
     hk_ring_free(&r);
 }
 
+/* the sampler keeps its ring for the next session: a cleared ring is empty
+ * and takes a whole lap again, from its first word */
+static void test_a_cleared_ring_is_empty_and_whole(void)
+{
+    hk_ring r;
+    CHECK(hk_ring_init(&r, 64) == 0);
+    uint64_t *words = r.words, k = 0;
+    while (put(&r, k, 5)) k++;
+    CHECK(take(&r, 0, 5) == 0); /* one released, the rest left behind by the stop */
+    hk_ring_clear(&r);
+    CHECK(r.words == words && r.cap == 64);
+    CHECK_INT(hk_ring_used(&r), 0);
+    size_t n;
+    CHECK(hk_ring_peek(&r, &n) == NULL);
+    uint64_t cursor;
+    CHECK(hk_ring_first(&r, &cursor, &n) == NULL);
+    uint64_t again = 0;
+    while (put(&r, 100 + again, 5)) again++;
+    CHECK_MSG(again >= k, "a cleared ring took %llu records, a new one %llu", (unsigned long long)again,
+              (unsigned long long)k);
+    for (uint64_t i = 0; i < again; i++) CHECK(take(&r, 100 + i, 5) == 0);
+    hk_ring_free(&r);
+}
+
 static void test_iteration_sees_what_is_not_released(void)
 {
     hk_ring r;
@@ -181,6 +205,7 @@ int main(void)
     RUN(test_records_come_out_whole_in_order_across_laps);
     RUN(test_a_full_ring_refuses_and_changes_nothing);
     RUN(test_iteration_sees_what_is_not_released);
+    RUN(test_a_cleared_ring_is_empty_and_whole);
     RUN(test_init_fails_cleanly_without_memory);
     RUN(test_a_new_ring_is_already_mapped);
     RUN(test_two_threads_lose_and_corrupt_nothing);
