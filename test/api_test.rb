@@ -312,7 +312,7 @@ class ApiTest < Minitest::Test
       end
       puts data[:sample_count]
     RUBY
-    out, err, status = Open3.capture3(RbConfig.ruby, "-I", File.expand_path("../lib", __dir__), "-e", script)
+    out, err, status = Open3.capture3(RbConfig.ruby, "-I", ENGINE_LIB, "-e", script)
     assert status.success?, "the profiled program died (#{status.inspect}): #{err}"
     assert_operator Integer(out.lines.last), :>, 500
   end

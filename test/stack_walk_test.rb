@@ -10,11 +10,10 @@ require "zlib"
 # rb_profile_frames gives. HAKARI_STACK_WALK=verify walks both ways at every
 # sample and counts the samples on which they differ.
 class StackWalkTest < Minitest::Test
-  LIB = File.expand_path("../lib", __dir__)
   WORKLOAD = File.expand_path("fixtures/walk_workload.rb", __dir__)
 
   def run_workload(env, mode)
-    out, err, status = Open3.capture3({ "WALK_MODE" => mode }.merge(env), RbConfig.ruby, "-I", LIB, WORKLOAD)
+    out, err, status = Open3.capture3({ "WALK_MODE" => mode }.merge(env), RbConfig.ruby, "-I", ENGINE_LIB, WORKLOAD)
     assert status.success?, "workload failed: #{err}"
     [JSON.parse(out.lines.last, symbolize_names: true), err]
   end

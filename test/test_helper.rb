@@ -4,6 +4,10 @@ require "minitest/autorun"
 require "tmpdir"
 require "hakari"
 
+# The load path of the Ruby processes the engine's tests start: lib/, or in script/test's
+# sanitizer pass that pass's build first (a path list, as -I takes it)
+ENGINE_LIB = ENV.fetch("HAKARI_TEST_LIB", File.expand_path("../lib", __dir__))
+
 # Workloads shared by the Ruby tests. Each one is deterministic and short.
 module Workloads
   module_function
