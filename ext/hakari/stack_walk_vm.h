@@ -168,10 +168,13 @@ struct walker {
     VALUE *iseq_list; size_t niseqs, iseqs_cap;
     VALUE *check_frames; int *check_lines; int check_cap; /* verify mode: rb_profile_frames' frames at the capture */
     VALUE *last_frames; int *last_lines; int last_n;     /* verify mode: the previous result */
+    uint64_t *self_check_cap; /* the start's self-check's capture (SELF_CHECK_ROOM words) */
     int kept;             /* the tables are a stopped session's, emptied (hk_stack_walk_end) */
     size_t reserved_size; /* the tables' bytes after start reserved them */
 };
 extern struct walker hk_vm_walker;
+/* a capture's most words, whether verify mode is on or not */
+#define SELF_CHECK_ROOM (HK_CAP_HEAD_WORDS + RAW_WORDS * W.memo_cap + HK_CAP_RESOLVED_WORDS(W.check_cap))
 #define W hk_vm_walker
 _Static_assert(offsetof(struct walker, forgets_seen) < 64, "what a capture reads: one cache line");
 

@@ -92,6 +92,7 @@ void hk_stack_walk_stop(void)
     free(W.check_lines);
     free(W.last_frames);
     free(W.last_lines);
+    free(W.self_check_cap);
     memset(&W, 0, sizeof(W));
     hk_profile_frames_stop();
 }
@@ -127,6 +128,7 @@ void hk_stack_walk_end(void)
     W.check_lines = old.check_lines;
     W.last_frames = old.last_frames;
     W.last_lines = old.last_lines;
+    W.self_check_cap = old.self_check_cap;
 }
 
 void hk_stack_walk_mark(void)
@@ -138,7 +140,8 @@ void hk_stack_walk_mark(void)
 size_t hk_stack_walk_memsize(void)
 {
     return tables_size() + W.memo_cap * (sizeof(memo) + sizeof(cap_entry)) +
-           (size_t)W.check_cap * 2 * (sizeof(VALUE) + sizeof(int)) + hk_profile_frames_memsize();
+           (size_t)W.check_cap * 2 * (sizeof(VALUE) + sizeof(int)) +
+           (W.self_check_cap ? SELF_CHECK_ROOM * sizeof(uint64_t) : 0) + hk_profile_frames_memsize();
 }
 
 #endif
