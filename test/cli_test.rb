@@ -19,6 +19,8 @@ require_relative "../lib/hakari/version"
 class CLITest < Minitest::Test
   ROOT = File.expand_path("..", __dir__)
   EXE = File.join(ROOT, "exe", "hakari")
+  # where the commands find hakari: lib/, or script/test's sanitizer build first (test_helper.rb)
+  ENGINE_LIB = ENV.fetch("HAKARI_TEST_LIB", File.join(ROOT, "lib"))
 
   # Burns CPU in one Ruby method (no block, no frame below it but a clock read), so
   # `burn` owns the flat profile in both modes.
@@ -54,7 +56,7 @@ class CLITest < Minitest::Test
   # Runs `ruby exe/hakari ARGS` in @dir. The caller's RUBYOPT and any HAKARI_* are
   # removed so the test sees only what the CLI itself sets up.
   def hakari(*args, env: {})
-    base = { "RUBYLIB" => File.join(ROOT, "lib"), "RUBYOPT" => nil }
+    base = { "RUBYLIB" => ENGINE_LIB, "RUBYOPT" => nil }
     %w[SESSION MODE FREQUENCY OUTPUT FORMAT VERBOSE REPORT CLAIMED].each { |k| base["HAKARI_#{k}"] = nil }
     Open3.capture3(base.merge(env), RbConfig.ruby, EXE, *args, chdir: @dir)
   end
