@@ -166,6 +166,10 @@ static void *run_worker(void);
 static void *worker(void *arg)
 {
     (void)arg;
+#ifdef PR_SET_NAME
+    /* so it is told from the program's own threads in top -H, ps -L, perf and gdb */
+    prctl(PR_SET_NAME, "hakari-worker", 0, 0, 0);
+#endif
     void *r = run_worker();
     T.cpu_ns = own_cpu_ns();
     return r;

@@ -4,8 +4,11 @@
  * Built without extconf's HAVE_* macros, so the interval timer here is the
  * condition-variable fallback (the signal timer is covered by the Ruby tests). */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "check.h"
@@ -56,6 +59,39 @@ static void test_paced_worker_waits_as_asked_and_stops_clean(void)
     CHECK_MSG(n >= 3 && n <= ms / 2 + 1, "%ld steps in %.1f ms with 2 ms waits", n, ms);
     sleep_ms(10);
     CHECK_INT(atomic_load(&steps), n); /* none after stop returned */
+}
+
+/* Linux: the worker is named, in /proc/self/task/<tid>/comm as in top -H */
+static int threads_named(const char *name)
+{
+    int found = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(comm, sizeof(comm), f)) comm[strcspn(comm, "\n")] = 0;
+        fclose(f);
+        found += strcmp(comm, name) == 0;
+    }
+    closedir(d);
+    return found;
+}
+
+static void test_the_worker_is_named(void)
+{
+#ifdef __linux__
+    char err[128] = "";
+    atomic_store(&wait_ns, 2000000);
+    CHECK_INT(threads_named("hakari-worker"), 0);
+    CHECK_MSG(hk_timer_start_paced(count_step, err, sizeof(err)) == 0, "start: %s", err);
+    CHECK_INT(threads_named("hakari-worker"), 1);
+    hk_timer_stop();
+    CHECK_INT(threads_named("hakari-worker"), 0);
+#endif
 }
 
 static void test_stop_interrupts_a_long_wait(void)
@@ -128,6 +164,7 @@ int main(void)
 {
     RUN(test_paced_worker_waits_as_asked_and_stops_clean);
     RUN(test_stop_interrupts_a_long_wait);
+    RUN(test_the_worker_is_named);
     RUN(test_interval_timer_fires_at_about_its_rate);
     RUN(test_idle_work_takes_half_the_wait_and_delays_no_step);
     return check_done();
