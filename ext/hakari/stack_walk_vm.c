@@ -118,10 +118,7 @@ HK_HOT static int trusted_mark(const vm_frame *cfp, size_t depth, uint64_t seq)
     return W.marks && mark >= W.run_start && mark < seq && depth <= W.memo_cap;
 }
 
-static size_t vm_capture_room(void)
-{
-    return HK_CAP_HEAD_WORDS + RAW_WORDS * W.memo_cap + (W.verify ? HK_CAP_RESOLVED_WORDS(W.check_cap) : 0);
-}
+static size_t vm_capture_room(void) { return vm_capture_words(W.verify); }
 
 /* verify mode: rb_profile_frames' result after the captured frames */
 static void capture_check(hk_cap_head *h)
@@ -380,7 +377,7 @@ int hk_vm_self_check(int limit)
     /* Its buffers stay with the tables (stack_walk_vm_session.c): in a heap the
      * program has fragmented, one malloc of this size made glibc consolidate
      * its free lists and took 0.2-1 ms, at every start (measured on kramdown). */
-    if (!W.self_check_cap && !(W.self_check_cap = malloc(SELF_CHECK_ROOM * sizeof(uint64_t)))) return -1;
+    if (!W.self_check_cap && !(W.self_check_cap = malloc(vm_capture_words(1) * sizeof(uint64_t)))) return -1;
     uint64_t *cap = W.self_check_cap;
     VALUE *f = W.last_frames; /* verify mode's previous result: none before the first sample */
     int *l = W.last_lines;

@@ -168,15 +168,19 @@ struct walker {
     VALUE *iseq_list; size_t niseqs, iseqs_cap;
     VALUE *check_frames; int *check_lines; int check_cap; /* verify mode: rb_profile_frames' frames at the capture */
     VALUE *last_frames; int *last_lines; int last_n;     /* verify mode: the previous result */
-    uint64_t *self_check_cap; /* the start's self-check's capture (SELF_CHECK_ROOM words) */
+    uint64_t *self_check_cap; /* the start's self-check's capture (vm_capture_words(1): verify mode may be on or off) */
     int kept;             /* the tables are a stopped session's, emptied (hk_stack_walk_end) */
     size_t reserved_size; /* the tables' bytes after start reserved them */
 };
 extern struct walker hk_vm_walker;
-/* a capture's most words, whether verify mode is on or not */
-#define SELF_CHECK_ROOM (HK_CAP_HEAD_WORDS + RAW_WORDS * W.memo_cap + HK_CAP_RESOLVED_WORDS(W.check_cap))
 #define W hk_vm_walker
 _Static_assert(offsetof(struct walker, forgets_seen) < 64, "what a capture reads: one cache line");
+
+/* a capture's most words: its frames, and in verify mode rb_profile_frames' after them */
+static inline size_t vm_capture_words(int verify)
+{
+    return HK_CAP_HEAD_WORDS + RAW_WORDS * W.memo_cap + (verify ? HK_CAP_RESOLVED_WORDS(W.check_cap) : 0);
+}
 
 /* ctx: GVL, at start, with the tables allocated. Walks this very stack both
  * ways and sets W.enabled to whether they agree (and the marks, the thread

@@ -141,7 +141,7 @@ size_t hk_stack_walk_memsize(void)
 {
     return tables_size() + W.memo_cap * (sizeof(memo) + sizeof(cap_entry)) +
            (size_t)W.check_cap * 2 * (sizeof(VALUE) + sizeof(int)) +
-           (W.self_check_cap ? SELF_CHECK_ROOM * sizeof(uint64_t) : 0) + hk_profile_frames_memsize();
+           (W.self_check_cap ? vm_capture_words(1) * sizeof(uint64_t) : 0) + hk_profile_frames_memsize();
 }
 
 #endif
