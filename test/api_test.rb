@@ -162,11 +162,13 @@ class ApiTest < Minitest::Test
   end
 
   def test_wall_mode_sees_sleep_and_cpu_mode_does_not
-    wall = Hakari.start(mode: :wall) { sleep 0.2 }
+    slept = nil
+    wall = Hakari.start(mode: :wall) { slept = Workloads.elapsed_ns { sleep 0.2 } }
     cpu = Hakari.start(mode: :cpu) { sleep 0.2 }
     # other threads live in this process (minitest's), so on Ruby 3.1 the sleep may end up in the
-    # stop-time "[unsampled]" tail rather than under Kernel#sleep; either way none of it is lost
-    assert_in_delta 200_000_000, cumulative(wall, /\AKernel#sleep\z|\A\[unsampled\]\z/), 30_000_000
+    # stop-time "[unsampled]" tail rather than under Kernel#sleep; either way none of it is lost.
+    # Judged against the sleep's own length: on a loaded machine it can overrun its 200 ms.
+    assert_in_delta slept, cumulative(wall, /\AKernel#sleep\z|\A\[unsampled\]\z/), 30_000_000
     assert_operator total(cpu), :<, 10_000_000
   end
 

@@ -23,6 +23,13 @@ module Workloads
   end
 
   def recurse(depth, &block) = depth.zero? ? block.call : recurse(depth - 1, &block)
+
+  # how long the block took on the monotonic clock, in ns
+  def elapsed_ns
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+    yield
+    Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) - t0
+  end
 end
 
 module ProfileHelpers

@@ -382,6 +382,8 @@ static void fill_stats(hk_sampler_stats *st)
 hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
 {
     if (!S.running) return NULL;
+    /* the program's time ends here: joining the worker and resolving are hakari's */
+    int64_t tail_until = hk_sampler_tail_clock();
     S.running = 0;
     hk_sampler_events_close(); /* no counter may signal after the worker is gone */
     hk_timer_stop();
@@ -389,7 +391,7 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
      * the tail, which comes after every sample (not under the lock: naming
      * hakari's own frames allocates, and the GC's mark takes the lock) */
     hk_resolve_rest();
-    hk_sampler_take_tail_sample();
+    hk_sampler_take_tail_sample(tail_until);
     hk_sampler_threads_stop();
     fill_stats(stats);
     hk_profile *p = hk_sampler_build_profile(&S, stats);

@@ -276,16 +276,23 @@ static int own_frames_on_top(int n)
     return skip;
 }
 
+int64_t hk_sampler_tail_clock(void)
+{
+    hk_thread *t = hk_sampler_thread_find(rb_thread_current());
+    if (!t || t->prev_clock < 0) return -1;
+    return hk_clock_ns(t->has_clock ? t->clock : hk_sampler_mode_clock());
+}
+
 /* At stop, the calling thread's time since its last sample has no sample to
  * carry it: if a sleep ended just before stop, that is the whole sleep (on
  * Ruby 3.1 the timer's job may have been flagged on another, sleeping thread).
  * Record it under the caller's stack with an "[unsampled]" leaf, so totals
  * stay whole without pretending to know which callee spent it. */
-void hk_sampler_take_tail_sample(void)
+void hk_sampler_take_tail_sample(int64_t until)
 {
     hk_thread *t = hk_sampler_thread_find(rb_thread_current());
-    if (!t || t->prev_clock < 0) return;
-    int64_t weight = hk_clock_ns(t->has_clock ? t->clock : hk_sampler_mode_clock()) - t->prev_clock;
+    if (!t || t->prev_clock < 0 || until < 0) return;
+    int64_t weight = until - t->prev_clock;
     if (weight <= 0) return;
     int max = S.cfg.max_depth;
     /* room for hakari's own frames on top, which are left out (on Ruby 3.1
