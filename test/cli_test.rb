@@ -129,6 +129,10 @@ class CLITest < Minitest::Test
     lines.each { |l| assert_match(/\A\S.*? \d+\n\z/, l, "collapsed line: root;...;leaf WEIGHT") }
     hot = lines.max_by { |l| l.split.last.to_i }
     assert_match(/;Object#burn \d+$/, hot)
+    # the stop-time tail ([unsampled]) comes at exit, in Hakari::Autorun's at_exit block: none
+    # of hakari's own frames may show, there or anywhere
+    assert lines.any? { |l| l.start_with?("<main>;[unsampled] ") }, lines.join
+    lines.each { |l| refute_match(/Hakari/, l) }
 
     assert_equal 0, hakari("record", "-o", "p.txt", "ruby", "burn.rb")[2].exitstatus
     assert_equal "Object#burn (burn.rb)", flat_rows(File.read(path("p.txt"))).first[1]
