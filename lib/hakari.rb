@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "hakari/version"
+require_relative "hakari/output"
 require "hakari/hakari"
 
 # hakari — a Ruby profiler with a C engine. See the README for the returned data's shape.
@@ -76,20 +77,19 @@ module Hakari
     # The profile so far without stopping; clear: true starts the counts over. nil when not running.
     def snapshot(clear: false) = Native.snapshot(clear)
 
-    # Writes data to path, atomically (temporary file + rename). Format from format: or the extension.
+    # Writes data to path: a new file atomically (temporary file + rename), through a symbolic
+    # link to its target, into a device or FIFO in place (Hakari::Output). Format from format:
+    # or the extension. A write that fails raises the SystemCallError, with the path.
     def save(path, data, format: nil)
       raise ArgumentError, "Hakari.save needs a Hakari::Profile, got #{data.class}" unless data.is_a?(Profile)
 
       fmt = resolve_format(path, format)
       check_output(path)
       bytes = data.encode(fmt)
-      tmp = "#{path}.#{Process.pid}.tmp"
       begin
-        File.binwrite(tmp, bytes)
-        File.rename(tmp, path)
+        Output.write(path, bytes)
       rescue SystemCallError => e
-        File.unlink(tmp) if File.exist?(tmp)
-        raise e.class, "cannot write profile to #{path.inspect}: #{e.message}"
+        raise e.class, "cannot write profile to #{path.inspect}"
       end
       path
     end
@@ -145,11 +145,8 @@ module Hakari
         raise ArgumentError, "invalid output path #{path.inspect} (expected a non-empty String)"
       end
 
-      dir = File.dirname(File.expand_path(path))
-      return if File.directory?(dir) && File.writable?(dir) && !File.directory?(path)
-
-      raise ArgumentError, "cannot write profile to #{path.inspect}: " \
-                           "#{File.directory?(path) ? 'it is a directory' : "#{dir} is not a writable directory"}"
+      problem = Output.problem(path)
+      raise ArgumentError, "cannot write profile to #{path.inspect}: #{problem}" if problem
     end
 
     def report_verbose(data)

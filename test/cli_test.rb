@@ -329,6 +329,8 @@ class CLITest < Minitest::Test
     %w[stat -p] => /unknown option "-p" for stat/,
     %w[record -o /nonexistent-hakari/x.pb.gz] => %r{cannot write profile to "/nonexistent-hakari/x.pb.gz": directory /nonexistent-hakari does not exist},
     %w[record -o .] => /cannot write profile to ".": it is a directory/,
+    # /proc says it is writable to root, yet takes no new file: tried, not guessed
+    %w[record -o /proc/hakari-x.pb.gz] => %r{cannot write profile to "/proc/hakari-x.pb.gz": no file can be created in /proc},
     %w[frobnicate] => /unknown command "frobnicate" \(expected record, stat, exec or help\)/,
   }.freeze
 
@@ -352,6 +354,24 @@ class CLITest < Minitest::Test
       assert_match(/needs a (command|value)/, err)
     end
     assert_empty Dir.children(@dir)
+  end
+
+  # -o follows a symbolic link to its target and leaves the link; a FIFO (like /dev/stdout, a
+  # device) is written in place, not renamed over
+  def test_output_through_a_link_and_into_a_fifo
+    burn_script
+    File.symlink("target.collapsed", path("link.collapsed"))
+    assert_equal 0, hakari("record", "-o", "link.collapsed", "ruby", "burn.rb")[2].exitstatus
+    assert File.symlink?(path("link.collapsed")), "the link was replaced"
+    assert_match(/;Object#burn \d+$/, File.read(path("target.collapsed")))
+
+    File.mkfifo(path("fifo"))
+    reader = Thread.new { File.binread(path("fifo")) }
+    _, err, st = hakari("record", "--format", "collapsed", "-o", "fifo", "ruby", "burn.rb")
+    assert_equal 0, st.exitstatus, err
+    assert_match(/;Object#burn \d+$/, reader.value)
+    assert File.pipe?(path("fifo")), "the FIFO was replaced"
+    assert_equal %w[burn.rb fifo link.collapsed target.collapsed], Dir.children(@dir).sort
   end
 
   def test_profile_that_cannot_be_written_at_exit

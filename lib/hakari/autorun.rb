@@ -85,13 +85,20 @@ module Hakari
           result["output"] = @output
         rescue StandardError => e
           result["status"] = "error"
-          result["error"] = e.message.include?(@output) ? e.message : "cannot write profile to #{@output}: #{e.message}"
+          result["error"] = save_error(e)
           warn "hakari: #{result["error"]}" unless @dir # under the CLI, the parent says it
         end
       end
       S.write_result(@dir, result) if @dir
     rescue StandardError => e
       fail_with("could not finish profiling: #{e.message}")
+    end
+
+    # one line: the path and why (the system's words for a failed write)
+    def save_error(error)
+      why = error.is_a?(SystemCallError) ? Output.reason(error) : error.message
+      return why if why.include?(@output)
+      "cannot write profile to #{@output.inspect}: #{why}"
     end
 
     def gc_deltas(before, after)

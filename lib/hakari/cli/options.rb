@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "optparse"
+require_relative "../output"
 
 module Hakari
   class CLI
@@ -82,17 +83,9 @@ module Hakari
       # cannot be written would waste the run. Returns the absolute path, because the
       # profiled program may chdir.
       def check_output(path)
-        abs = File.expand_path(path)
-        dir = File.dirname(abs)
-        problem =
-          if path.empty? then "the path is empty"
-          elsif File.directory?(abs) then "it is a directory"
-          elsif !File.directory?(dir) then "directory #{dir} does not exist"
-          elsif !File.writable?(dir) then "directory #{dir} is not writable"
-          elsif File.exist?(abs) && !File.writable?(abs) then "the file is not writable"
-          end
+        problem = Hakari::Output.problem(path)
         raise UsageError, "cannot write profile to #{path.inspect}: #{problem}" if problem
-        abs
+        File.expand_path(path)
       end
 
       def either(list)
