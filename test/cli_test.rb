@@ -113,6 +113,33 @@ class CLITest < Minitest::Test
     assert_empty Dir.children(@dir) - ["burn.rb"], "-p alone writes no file"
   end
 
+  # without -o the file is named for --format, so that its name says what it holds again
+  def test_format_without_output_names_the_file
+    burn_script
+    assert_equal 0, hakari("record", "--format", "collapsed", "ruby", "burn.rb")[2].exitstatus
+    assert_match(/;Object#burn \d+$/, File.read(path("hakari.collapsed")))
+    out, err, st = hakari("record", "-p", "--format", "callgrind", "ruby", "burn.rb")
+    assert_equal 0, st.exitstatus, err
+    assert_match(/^Flat:/, out)
+    assert_match(/^events: /, File.read(path("callgrind.out.hakari")))
+    assert_equal %w[burn.rb callgrind.out.hakari hakari.collapsed], Dir.children(@dir).sort
+  end
+
+  # standalone (RUBYOPT=-rhakari/autorun) a bad setting is one line before the program runs,
+  # naming the variable or value, and the program runs unprofiled
+  def test_autorun_names_a_bad_setting_at_once
+    { "HAKARI_FREQUENCY" => ["abc", /invalid HAKARI_FREQUENCY "abc" \(expected an integer from 1 to 10000\)/],
+      "HAKARI_FORMAT" => ["xml", /unknown format "xml" \(expected one of/] }.each do |var, (value, message)|
+      env = { "RUBYLIB" => ENGINE_LIB, "RUBYOPT" => "-rhakari/autorun", var => value }
+      out, err, st = Open3.capture3(env, RbConfig.ruby, "-e", "puts :ran", chdir: @dir)
+      assert_equal [0, "ran\n"], [st.exitstatus, out], err
+      assert_equal 1, err.lines.size, err
+      assert_match(/\Ahakari: could not start profiling: /, err)
+      assert_match message, err
+      assert_empty Dir.children(@dir), var
+    end
+  end
+
   def test_record_print_with_output_does_both
     burn_script
     out, err, st = hakari("record", "-p", "-o", "both.collapsed", "ruby", "burn.rb")

@@ -16,6 +16,7 @@
 # (and, under the CLI, a status in the result file); the program's exit status is untouched.
 
 require_relative "cli/session"
+require_relative "output"
 
 module Hakari
   module Autorun
@@ -49,20 +50,29 @@ module Hakari
       opts = {}
       opts[:mode] = env[S::ENV_MODE].to_sym if env[S::ENV_MODE]
       opts[:measure] = env[S::ENV_MEASURE].to_sym if env[S::ENV_MEASURE]
-      opts[:frequency] = Integer(env[S::ENV_FREQUENCY], 10) if env[S::ENV_FREQUENCY]
+      opts[:frequency] = frequency(env[S::ENV_FREQUENCY]) if env[S::ENV_FREQUENCY]
       opts[:verbose] = true if env[S::ENV_VERBOSE] == "1"
       opts
+    end
+
+    # an integer, or ArgumentError naming the variable, its value and the range; the range
+    # itself is checked by Hakari.start
+    def frequency(value)
+      Integer(value, 10, exception: false) or
+        raise ArgumentError, "invalid #{S::ENV_FREQUENCY} #{value.inspect} (expected an integer from " \
+                             "#{Hakari::Native::MIN_FREQUENCY} to #{Hakari::Native::MAX_FREQUENCY})"
     end
 
     def start(env = ENV)
       @dir = env[S::ENV_DIR]
       @dir = nil if @dir&.empty?
       # Standalone there is nobody to print a report, so a file is the only output.
-      @output = env[S::ENV_OUTPUT] || (@dir ? nil : "hakari.pb.gz")
       @format = env[S::ENV_FORMAT]&.to_sym
+      @output = env[S::ENV_OUTPUT] || (@dir ? nil : Output.default_path(@format))
       @report = env[S::ENV_REPORT] == "1"
       @pid = Process.pid
       require "hakari"
+      Hakari.send(:check_format, env[S::ENV_FORMAT]) # now: a bad format must not cost the whole run
       @gc_before = GC.stat # before start: the profiler's own setup is not the program's GC
       Hakari.start(**start_options(env))
       at_exit { finish }

@@ -25,6 +25,20 @@ module Hakari
       abs
     end
 
+    # The file written when no path is given, named so that the format is known from the name
+    # again (Hakari.format_for): hakari.pb.gz, hakari.collapsed, callgrind.out.hakari, ...
+    def default_path(format)
+      case format&.to_sym
+      when :collapsed then "hakari.collapsed"
+      when :text then "hakari.txt"
+      when :flat then "hakari.flat.txt"
+      when :graph then "hakari.graph.txt"
+      when :callgrind then "callgrind.out.hakari"
+      when :dot then "hakari.dot"
+      else "hakari.pb.gz"
+      end
+    end
+
     # Why nothing can be written to path, as a phrase, or nil when it can.
     def problem(path)
       return "the path is empty" if path.empty?

@@ -28,9 +28,12 @@ module Hakari
         "record" => <<~TEXT +
           hakari record [options] [--] COMMAND [ARGS...]
             Runs COMMAND and writes the profile of its Ruby process to a file.
-            -o, --output PATH     where to write (default hakari.pb.gz; *.collapsed and *.txt pick those formats)
+            -o, --output PATH     where to write (default hakari.pb.gz, or hakari.collapsed etc. after
+                                  --format); the name's ending picks the format: *.collapsed, *.txt,
+                                  *.flat.txt, *.graph.txt, *.dot, callgrind.out.*, otherwise pprof.
+                                  A link is followed; a device or FIFO (/dev/stdout) is written in place
             -p, --print           print the text report to stdout when the command ends; no file is
-                                  written unless -o is given too (then both)
+                                  written unless -o or --format is given too (then both)
         TEXT
           COMMON + "  Default mode: cpu.\n",
         "stat" => <<~TEXT +
@@ -89,7 +92,8 @@ module Hakari
           flat, graph, callgrind and dot are made for traces (-m trace) and work on samples too.
           Each sample weighs the nanoseconds of clock time it stands for (CPU time in cpu mode,
           elapsed time in wall mode), and dropped samples are counted in the profile.
-          The profile is written to a temporary name and renamed: never half a file.
+          The profile is written to a temporary name and renamed: never half a file (a device or
+          FIFO, such as /dev/stdout, is written in place).
 
         RUBY API
           require "hakari"
@@ -103,7 +107,7 @@ module Hakari
                                 # samples: [[frames, weight_ns, count, thread_seq], ...]
           profile[:sample_count]            # == profile.to_h[:sample_count]
           profile.encode(:pprof | :collapsed | :text)   # => String
-          Hakari.save("out.pb.gz", profile)             # format from the extension, or format: :text
+          Hakari.save("out.pb.gz", profile)             # format from the name's ending (as -o), or format: :text
           Hakari.start(mode: :trace, measure: :wall, exclude: ["Integer#times", /Kernel#/],
                        threads: nil, exclude_threads: nil, merge_fibers: false, merge_threads: false) { work }
           Hakari.pause / Hakari.resume / Hakari.paused?   # tracing: the paused span is in no total
@@ -118,8 +122,9 @@ module Hakari
             HAKARI_MODE        cpu, wall or trace (default cpu)
             HAKARI_MEASURE     with trace: wall, cpu or allocations
             HAKARI_FREQUENCY   Hz (default 1000)
-            HAKARI_OUTPUT      profile path (standalone default hakari.pb.gz)
-            HAKARI_FORMAT      pprof, collapsed or text (default: from the extension)
+            HAKARI_OUTPUT      profile path (standalone default hakari.pb.gz, or named for HAKARI_FORMAT)
+            HAKARI_FORMAT      pprof, collapsed, text, flat, graph, callgrind or dot (default: from the
+                               output's name)
             HAKARI_VERBOSE     1: sampling statistics on stderr
             HAKARI_CPU_CLOCK   perf: cpu mode ticks on a perf_event task-clock per thread instead of
                                the worker reading CPU clocks (as accurate; costlier in VMs)

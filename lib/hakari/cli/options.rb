@@ -12,7 +12,6 @@ module Hakari
     # Parses and validates the options of record / stat / exec. Everything is checked here,
     # up front, so a bad value never gets as far as running the command.
     module Options
-      DEFAULT_OUTPUT = "hakari.pb.gz"
 
       Parsed = Struct.new(:mode, :measure, :frequency, :output, :format, :print,
                           :verbose, :report, :argv, keyword_init: true)
@@ -30,8 +29,9 @@ module Hakari
           raise UsageError, "--measure applies to -m trace (mode is #{o.mode})"
         end
         o.argv = rest
-        # record always writes a file, unless -p alone asked for the report on stdout instead
-        o.output ||= DEFAULT_OUTPUT if name == "record" && !o.print
+        # record always writes a file, unless -p alone asked for the report on stdout instead;
+        # with --format, the file is named for it (hakari.collapsed, ...), even beside -p
+        o.output ||= Hakari::Output.default_path(o.format) if name == "record" && (!o.print || o.format)
         o.output &&= check_output(o.output)
         o
       rescue OptionParser::InvalidOption => e

@@ -12,7 +12,7 @@ module Hakari
       ENV_MEASURE   = "HAKARI_MEASURE"    # with trace: wall | cpu | allocations
       ENV_FREQUENCY = "HAKARI_FREQUENCY"  # Hz
       ENV_OUTPUT    = "HAKARI_OUTPUT"     # absolute path of the profile file; unset under a session = no file
-      ENV_FORMAT    = "HAKARI_FORMAT"     # pprof | collapsed | text; unset = from the extension
+      ENV_FORMAT    = "HAKARI_FORMAT"     # one of Hakari::FORMATS; unset = from the output's name
       ENV_VERBOSE   = "HAKARI_VERBOSE"    # 1 = Hakari.start(verbose: true)
       ENV_REPORT    = "HAKARI_REPORT"     # 1 = also leave the text report in the session dir
       ENV_CLAIMED   = "HAKARI_CLAIMED"    # standalone only: pid of the process that profiles
