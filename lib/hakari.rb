@@ -35,9 +35,10 @@ module Hakari
               verbose: false, max_depth: DEFAULT_MAX_DEPTH, **trace_options, &block)
       fmt = output ? resolve_format(output, format) : check_format(format)
       check_output(output) if output
+      raise ArgumentError, "invalid verbose: #{verbose.inspect} (expected true or false)" unless [true, false].include?(verbose)
       raise "hakari is already running (call Hakari.stop first)" if running?
 
-      if mode == :trace
+      if mode == :trace || mode == "trace"
         start_trace(**trace_options)
       else
         reject_trace_options(mode, trace_options)

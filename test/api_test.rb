@@ -69,6 +69,26 @@ class ApiTest < Minitest::Test
     refute Hakari.running?
   end
 
+  # a mode is a Symbol or its String (as a format is): "wall" works, "bogus" is named as given
+  def test_mode_as_a_string
+    assert_equal :wall, Hakari.start(mode: "wall") { sleep 0.005 }[:mode]
+    err = assert_raises(ArgumentError) { Hakari.start(mode: "bogus") }
+    assert_includes err.message, '"bogus"'
+    refute Hakari.running?
+  end
+
+  # "no", nil or 1 is not false: a switch takes true or false, or raises naming itself and the value
+  def test_switches_take_only_true_or_false
+    { aggregate: "no", verbose: 1 }.each do |key, value|
+      err = assert_raises(ArgumentError, key.inspect) { Hakari.start(key => value) { flunk "block must not run" } }
+      assert_equal "invalid #{key}: #{value.inspect} (expected true or false)", err.message
+      refute Hakari.running?
+    end
+    err = assert_raises(ArgumentError) { Hakari.start(mode: :trace, merge_fibers: nil) { flunk "block must not run" } }
+    assert_equal "invalid merge_fibers: nil (expected true or false)", err.message
+    refute Hakari.running?
+  end
+
   def test_bad_frequencies_name_the_value
     [0, -1, 100_000, "x", 1.5, nil].each do |f|
       err = assert_raises(ArgumentError, f.inspect) { Hakari.start(frequency: f) }

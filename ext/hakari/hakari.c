@@ -263,13 +263,27 @@ static int int_in(VALUE v, long lo, long hi, long *out)
     return 1;
 }
 
+/* a Symbol's or a String's ID, or 0 when it is neither or names nothing known (no ID is made) */
+static ID option_id(VALUE v)
+{
+    return SYMBOL_P(v) || RB_TYPE_P(v, T_STRING) ? rb_check_id(&v) : 0;
+}
+
+/* true or false, or ArgumentError naming the keyword and the value: "no" is not false */
+static int boolean_option(const char *what, VALUE v)
+{
+    if (v != Qtrue && v != Qfalse) rb_raise(rb_eArgError, "invalid %s: %+" PRIsVALUE " (expected true or false)", what, v);
+    return v == Qtrue;
+}
+
 /* Native.start(mode, frequency, aggregate, max_depth) -> true */
 static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregate, VALUE max_depth)
 {
     hk_sampler_config cfg;
     long x;
-    if (SYMBOL_P(mode) && SYM2ID(mode) == id_cpu) cfg.mode = HK_MODE_CPU;
-    else if (SYMBOL_P(mode) && SYM2ID(mode) == id_wall) cfg.mode = HK_MODE_WALL;
+    ID m = option_id(mode);
+    if (m && m == id_cpu) cfg.mode = HK_MODE_CPU;
+    else if (m && m == id_wall) cfg.mode = HK_MODE_WALL;
     else rb_raise(rb_eArgError, "unknown mode %+" PRIsVALUE " (expected :cpu, :wall or :trace)", mode);
     if (!int_in(frequency, HK_MIN_FREQUENCY, HK_MAX_FREQUENCY, &x))
         rb_raise(rb_eArgError, "invalid frequency %+" PRIsVALUE " (expected an Integer from %d to %d Hz)", frequency,
@@ -279,7 +293,7 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
         rb_raise(rb_eArgError, "invalid max_depth %+" PRIsVALUE " (expected an Integer from 1 to %d)", max_depth,
                  HK_MAX_MAX_DEPTH);
     cfg.max_depth = (int)x;
-    cfg.aggregate = RTEST(aggregate);
+    cfg.aggregate = boolean_option("aggregate", aggregate);
     char err[256];
     if (hk_tracer_running()) rb_raise(rb_eRuntimeError, "hakari: hakari is already running");
     if (hk_sampler_start(&cfg, err, sizeof(err)) < 0) rb_raise(rb_eRuntimeError, "hakari: %s", err);
@@ -331,16 +345,16 @@ static VALUE native_trace_start(VALUE mod, VALUE measure, VALUE exclude, VALUE t
                                 VALUE merge_fibers, VALUE merge_threads)
 {
     hk_tracer_config cfg;
-    ID m = SYMBOL_P(measure) ? SYM2ID(measure) : 0;
-    if (m == id_wall) cfg.measure = HK_MEASURE_WALL;
-    else if (m == id_cpu) cfg.measure = HK_MEASURE_CPU;
-    else if (m == id_allocations) cfg.measure = HK_MEASURE_ALLOCATIONS;
+    ID m = option_id(measure);
+    if (m && m == id_wall) cfg.measure = HK_MEASURE_WALL;
+    else if (m && m == id_cpu) cfg.measure = HK_MEASURE_CPU;
+    else if (m && m == id_allocations) cfg.measure = HK_MEASURE_ALLOCATIONS;
     else rb_raise(rb_eArgError, "unknown measure %+" PRIsVALUE " (expected :wall, :cpu or :allocations)", measure);
     cfg.exclude = check_patterns(exclude);
     cfg.threads = check_threads("threads", threads);
     cfg.exclude_threads = check_threads("exclude_threads", exclude_threads);
-    cfg.merge_fibers = RTEST(merge_fibers);
-    cfg.merge_threads = RTEST(merge_threads);
+    cfg.merge_fibers = boolean_option("merge_fibers", merge_fibers);
+    cfg.merge_threads = boolean_option("merge_threads", merge_threads);
     if (hk_sampler_running()) rb_raise(rb_eRuntimeError, "hakari: hakari is already running");
     char err[256];
     if (hk_tracer_start(&cfg, err, sizeof(err)) < 0) rb_raise(rb_eRuntimeError, "hakari: %s", err);
