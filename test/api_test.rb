@@ -167,6 +167,14 @@ class ApiTest < Minitest::Test
     assert_operator total(second), :>, 15_000_000
     final = Hakari.stop
     assert_operator total(final), :>=, total(second)
+    # the counters cover the samples' span: from the clearing snapshot on, not from start
+    [second, final].each do |p|
+      assert_equal p[:samples].sum { |s| s[2] }, p[:sample_count]
+      assert_operator p[:start_time_ns], :>=, first[:start_time_ns] + first[:duration_ns]
+    end
+    # cleared 30 ms of spinning ago, started 50 ms (and more) before that
+    assert_operator second[:duration_ns], :<, first[:duration_ns]
+    assert_operator final[:trigger_count], :<, final[:sample_count] + first[:sample_count] / 2
   end
 
   def test_raw_samples_carry_timestamps

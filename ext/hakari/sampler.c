@@ -328,6 +328,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     S.start_tsc = hk_tsc();
+    memset(&S.cleared, 0, sizeof(S.cleared));
     hk_sampler_threads_start();
     /* A timer thread's trigger flags the ractor's "running" execution context:
      * on 3.1 that is whichever thread last took the GVL, possibly one now asleep
@@ -351,7 +352,37 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
+static void fill_totals(hk_sampler_stats *st);
+
+/* The stats of the span since start or the last clearing snapshot; totals gets the session's. */
+static void fill_stats_since_clear(hk_sampler_stats *st, hk_sampler_stats *totals)
+{
+    fill_totals(totals);
+    *st = *totals;
+    const hk_sampler_stats *c = &S.cleared;
+    st->start_time_ns += c->duration_ns;
+    st->duration_ns -= c->duration_ns;
+    st->trigger_count -= c->trigger_count;
+    st->sampling_count -= c->sampling_count;
+    st->sample_count -= c->sample_count;
+    st->dropped_count -= c->dropped_count;
+    st->moved_count -= c->moved_count;
+    st->stale_count -= c->stale_count;
+    st->sampling_time_ns -= c->sampling_time_ns;
+    st->stack_walk_time_ns -= c->stack_walk_time_ns;
+    st->resolve_time_ns -= c->resolve_time_ns;
+    st->timer_cpu_ns -= c->timer_cpu_ns;
+    st->walk_mismatch_count -= c->walk_mismatch_count;
+}
+
 static void fill_stats(hk_sampler_stats *st)
+{
+    hk_sampler_stats totals;
+    fill_stats_since_clear(st, &totals);
+}
+
+/* the session's stats from its start */
+static void fill_totals(hk_sampler_stats *st)
 {
     memset(st, 0, sizeof(*st));
     st->mode = S.cfg.mode;
@@ -409,11 +440,13 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
     hk_resolve_rest_locked();
     S.building = 1;
     pthread_mutex_unlock(&hk_resolve_lock);
-    fill_stats(stats);
+    hk_sampler_stats totals;
+    fill_stats_since_clear(stats, &totals);
     hk_profile *p = hk_sampler_build_profile(&S, stats);
     if (p && clear) {
         if (S.agg_rows) memset(S.agg_rows, 0, S.agg_cap * sizeof(*S.agg_rows));
         S.nraw = 0;
+        S.cleared = totals; /* the next profile's counters start here too */
     }
     pthread_mutex_lock(&hk_resolve_lock);
     S.building = 0;

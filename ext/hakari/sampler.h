@@ -59,8 +59,10 @@ typedef struct hk_sampler_config {
 typedef struct hk_sampler_stats {
     hk_mode mode;
     int frequency, aggregate;
-    int64_t start_time_ns;     /* CLOCK_REALTIME at start */
-    int64_t duration_ns;       /* monotonic, start to stop/snapshot */
+    /* The counters and times below cover the same span as the samples: from start,
+     * or from the last snapshot that cleared them, to stop or snapshot. */
+    int64_t start_time_ns;     /* CLOCK_REALTIME at start (or that snapshot) */
+    int64_t duration_ns;       /* monotonic, start (or that snapshot) to stop/snapshot */
     uint64_t trigger_count;    /* timer fires */
     uint64_t sampling_count;   /* sampling callbacks that ran */
     uint64_t sample_count;     /* samples recorded */
@@ -165,6 +167,7 @@ typedef struct hk_sampler {
                                                       latest sample saw, where its next period began; 0: none */
     uint64_t sample_count, unresolved_count, moved_count, stale_count;
     uint64_t resolve_time; /* in cost_clock units */
+    hk_sampler_stats cleared; /* the session's totals at the last snapshot that cleared (zero: none) */
     /* read by the timer's worker at every tick, written only at start, stop or
      * (tick_target) when the sampled thread changes: a line of their own, away
      * from the counters the job writes every sample, which would otherwise be
