@@ -311,7 +311,7 @@ class CLITest < Minitest::Test
     _, err, st = hakari("stat", "sh", "-c", "exit 4")
     assert_equal 4, st.exitstatus
     assert_match(/real/, err)
-    assert_match(/no Ruby process was profiled/, err)
+    assert_match(/^hakari: note: no Ruby process ran, so there are no Ruby figures$/, err)
   end
 
   # --- help / version ---------------------------------------------------------------
@@ -336,6 +336,7 @@ class CLITest < Minitest::Test
     out, _, st = hakari("record", "-h")
     assert_equal 0, st.exitstatus
     assert_match(/\Ahakari record/, out)
+    assert_equal [out, 0], hakari("help", "record").then { |o, _, s| [o, s.exitstatus] }
 
     _, err, st = hakari # no arguments at all is a usage error
     assert_equal 2, st.exitstatus
@@ -359,6 +360,7 @@ class CLITest < Minitest::Test
     # /proc says it is writable to root, yet takes no new file: tried, not guessed
     %w[record -o /proc/hakari-x.pb.gz] => %r{cannot write profile to "/proc/hakari-x.pb.gz": no file can be created in /proc},
     %w[frobnicate] => /unknown command "frobnicate" \(expected record, stat, exec or help\)/,
+    %w[help report] => /no help for "report" \(expected record, stat or exec, or nothing for all\)/,
   }.freeze
 
   def test_bad_input_is_one_line_exit_2_and_runs_nothing

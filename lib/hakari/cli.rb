@@ -30,7 +30,7 @@ module Hakari
       when nil then @err.puts Help::USAGE; 2
       when "-h", "--help" then @out.puts Help::USAGE; 0
       when "-V", "--version" then @out.puts "hakari #{VERSION}"; 0
-      when "help" then @out.puts Help::TEXT; 0
+      when "help" then help(argv[1])
       when "record", "stat", "exec" then run_command(argv.first, argv.drop(1))
       else raise UsageError, "unknown command #{argv.first.inspect} (expected record, stat, exec or help)"
       end
@@ -43,6 +43,16 @@ module Hakari
     end
 
     private
+
+    # `hakari help`: the full reference; `hakari help record`: that command's options
+    def help(topic)
+      return @out.puts(Help::TEXT) || 0 if topic.nil?
+      unless Help::COMMANDS.key?(topic)
+        raise UsageError, "no help for #{topic.inspect} (expected record, stat or exec, or nothing for all)"
+      end
+      @out.puts Help.command(topic)
+      0
+    end
 
     def run_command(name, argv)
       load_engine
@@ -88,8 +98,10 @@ module Hakari
                   "(killed by a signal, or it called exit!)"
         return false
       elsif res.nil?
-        @err.puts "hakari: no Ruby process was profiled: the command never loaded hakari/autorun " \
-                  "(is it a Ruby program? RUBYOPT must reach it)"
+        # for stat, a command without Ruby is normal use (as time(1)): a note, not an error
+        @err.puts(required ? "hakari: no Ruby process was profiled: the command never loaded hakari/autorun " \
+                             "(is it a Ruby program? RUBYOPT must reach it)"
+                           : "hakari: note: no Ruby process ran, so there are no Ruby figures")
         return !required
       elsif res["status"] != "ok"
         @err.puts "hakari: #{res["error"]}"
