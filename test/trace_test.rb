@@ -248,6 +248,25 @@ class TraceTest < Minitest::Test
     assert_in_delta 100 * MS, m[single][:total], 20 * MS
   end
 
+  # The first trace session of a process makes Ruby rewrite every loaded method for tracing
+  # (milliseconds, more in a large app): start's own time, in no frame's total, not even the
+  # frames open at start. A fresh process, so that this session is its first.
+  def test_enabling_the_hooks_is_in_no_total
+    script = <<~'RUBY'
+      def now = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+      def starter = Hakari.start(mode: :trace)
+      t0 = now
+      starter
+      start_ns = now - t0
+      total = Hakari.stop.methods_table.find { |m| m[:name] == "Object#starter" }[:total]
+      print start_ns, " ", total
+    RUBY
+    out = IO.popen([RbConfig.ruby, "-I#{ENGINE_LIB}", "-rminitest", "-rhakari", "-e", script], &:read)
+    start_ns, total = out.split.map(&:to_i)
+    assert_operator start_ns, :>, 0, out
+    assert_operator total, :<, start_ns / 4, "Object#starter, which called Hakari.start, got start's time"
+  end
+
   def test_bad_input
     e = assert_raises(ArgumentError) { Hakari.start(mode: :trace, measure: :bogus) }
     assert_match(/unknown measure :bogus \(expected :wall, :cpu or :allocations\)/, e.message)
@@ -280,7 +299,7 @@ class TraceTest < Minitest::Test
       sums = d[:samples].select { |fr, *| fr[0][0] == "Array#sum" }.sum { _3 }
       print [$?.exitstatus, threads, sums].join(",")
     RUBY
-    out = IO.popen([RbConfig.ruby, "-I#{File.expand_path('../lib', __dir__)}", "-rhakari", "-e", script], &:read)
+    out = IO.popen([RbConfig.ruby, "-I#{ENGINE_LIB}", "-rhakari", "-e", script], &:read)
     assert_equal "0,1001,1000", out
   end
 
