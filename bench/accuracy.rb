@@ -14,7 +14,8 @@
 # Env: HAKARI_BENCH_ACCURACY_SECONDS (wall time per run, default 2.5),
 #      HAKARI_BENCH_CALL_MS (call lengths in ms, comma-separated)
 
-$LOAD_PATH.unshift File.expand_path("../lib", __dir__), File.expand_path("ext/cwork", __dir__)
+require_relative "cwork_built" # the bench's C helper, built if missing
+$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "hakari"
 require "cwork"
 require "stackprof"

@@ -25,7 +25,7 @@ require "json"
 require "rbconfig"
 
 LIB = File.expand_path("../lib", __dir__)
-$LOAD_PATH.unshift File.expand_path("ext/cwork", __dir__) # the bench's C helper (bench/build)
+require_relative "cwork_built" # the bench's C helper, built if missing
 RUNS = Integer(ENV.fetch("HAKARI_BENCH_RUNS", "11"))
 PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2,callback").split(",")
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "301"))
