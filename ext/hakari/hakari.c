@@ -282,8 +282,8 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
     hk_sampler_config cfg;
     long x;
     ID m = option_id(mode);
-    if (m && m == id_cpu) cfg.mode = HK_MODE_CPU;
-    else if (m && m == id_wall) cfg.mode = HK_MODE_WALL;
+    if (m == id_cpu) cfg.mode = HK_MODE_CPU;
+    else if (m == id_wall) cfg.mode = HK_MODE_WALL;
     else rb_raise(rb_eArgError, "unknown mode %+" PRIsVALUE " (expected :cpu, :wall or :trace)", mode);
     if (!int_in(frequency, HK_MIN_FREQUENCY, HK_MAX_FREQUENCY, &x))
         rb_raise(rb_eArgError, "invalid frequency %+" PRIsVALUE " (expected an Integer from %d to %d Hz)", frequency,
@@ -346,9 +346,9 @@ static VALUE native_trace_start(VALUE mod, VALUE measure, VALUE exclude, VALUE t
 {
     hk_tracer_config cfg;
     ID m = option_id(measure);
-    if (m && m == id_wall) cfg.measure = HK_MEASURE_WALL;
-    else if (m && m == id_cpu) cfg.measure = HK_MEASURE_CPU;
-    else if (m && m == id_allocations) cfg.measure = HK_MEASURE_ALLOCATIONS;
+    if (m == id_wall) cfg.measure = HK_MEASURE_WALL;
+    else if (m == id_cpu) cfg.measure = HK_MEASURE_CPU;
+    else if (m == id_allocations) cfg.measure = HK_MEASURE_ALLOCATIONS;
     else rb_raise(rb_eArgError, "unknown measure %+" PRIsVALUE " (expected :wall, :cpu or :allocations)", measure);
     cfg.exclude = check_patterns(exclude);
     cfg.threads = check_threads("threads", threads);

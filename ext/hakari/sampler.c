@@ -352,35 +352,6 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
-static void fill_totals(hk_sampler_stats *st);
-
-/* The stats of the span since start or the last clearing snapshot; totals gets the session's. */
-static void fill_stats_since_clear(hk_sampler_stats *st, hk_sampler_stats *totals)
-{
-    fill_totals(totals);
-    *st = *totals;
-    const hk_sampler_stats *c = &S.cleared;
-    st->start_time_ns += c->duration_ns;
-    st->duration_ns -= c->duration_ns;
-    st->trigger_count -= c->trigger_count;
-    st->sampling_count -= c->sampling_count;
-    st->sample_count -= c->sample_count;
-    st->dropped_count -= c->dropped_count;
-    st->moved_count -= c->moved_count;
-    st->stale_count -= c->stale_count;
-    st->sampling_time_ns -= c->sampling_time_ns;
-    st->stack_walk_time_ns -= c->stack_walk_time_ns;
-    st->resolve_time_ns -= c->resolve_time_ns;
-    st->timer_cpu_ns -= c->timer_cpu_ns;
-    st->walk_mismatch_count -= c->walk_mismatch_count;
-}
-
-static void fill_stats(hk_sampler_stats *st)
-{
-    hk_sampler_stats totals;
-    fill_stats_since_clear(st, &totals);
-}
-
 /* the session's stats from its start */
 static void fill_totals(hk_sampler_stats *st)
 {
@@ -410,11 +381,39 @@ static void fill_totals(hk_sampler_stats *st)
     st->timer_cpu_ns = S.replaced_timer_cpu_ns + (uint64_t)hk_timer_cpu_ns();
 }
 
+/* The stats of the span since start or the last clearing snapshot; totals gets the session's. */
+static void fill_stats_since_clear(hk_sampler_stats *st, hk_sampler_stats *totals)
+{
+    fill_totals(totals);
+    *st = *totals;
+    const hk_sampler_stats *c = &S.cleared;
+    st->start_time_ns += c->duration_ns;
+    st->duration_ns -= c->duration_ns;
+    st->trigger_count -= c->trigger_count;
+    st->sampling_count -= c->sampling_count;
+    st->sample_count -= c->sample_count;
+    st->dropped_count -= c->dropped_count;
+    st->moved_count -= c->moved_count;
+    st->stale_count -= c->stale_count;
+    st->sampling_time_ns -= c->sampling_time_ns;
+    st->stack_walk_time_ns -= c->stack_walk_time_ns;
+    st->resolve_time_ns -= c->resolve_time_ns;
+    st->timer_cpu_ns -= c->timer_cpu_ns;
+    st->walk_mismatch_count -= c->walk_mismatch_count;
+}
+
+static void fill_stats(hk_sampler_stats *st)
+{
+    hk_sampler_stats totals;
+    fill_stats_since_clear(st, &totals);
+}
+
+
 hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
 {
     if (!S.running) return NULL;
     /* the program's time ends here: joining the worker and resolving are hakari's */
-    int64_t tail_until = hk_sampler_tail_clock();
+    int64_t tail = hk_sampler_tail_weight();
     S.running = 0;
     hk_sampler_events_close(); /* no counter may signal after the worker is gone */
     hk_timer_stop();
@@ -422,7 +421,7 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
      * the tail, which comes after every sample (not under the lock: naming
      * hakari's own frames allocates, and the GC's mark takes the lock) */
     hk_resolve_rest();
-    hk_sampler_take_tail_sample(tail_until);
+    hk_sampler_take_tail_sample(tail);
     hk_sampler_threads_stop();
     fill_stats(stats);
     hk_profile *p = hk_sampler_build_profile(&S, stats);

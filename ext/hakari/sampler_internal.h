@@ -46,10 +46,10 @@ void hk_resolve_on_worker(long budget_ns);
 /* ctx: GVL, with (_locked) or without the resolve lock: resolves what the ring holds. */
 void hk_resolve_rest_locked(void);
 void hk_resolve_rest(void);
-/* ctx: GVL, as stop begins: the calling thread's clock, where its tail ends; -1 if it has none. */
-int64_t hk_sampler_tail_clock(void);
-/* ctx: GVL, at stop, after the last sample is resolved: the caller's time from its last
- * sample until `until` (hk_sampler_tail_clock), so stop's own work is in no total. */
-void hk_sampler_take_tail_sample(int64_t until);
+/* ctx: GVL, as stop begins: the calling thread's time since its last sample (0: none),
+ * read before stop's own work so that it is in no total. */
+int64_t hk_sampler_tail_weight(void);
+/* ctx: GVL, at stop, after the last sample is resolved: records that weight (hk_sampler_tail_weight). */
+void hk_sampler_take_tail_sample(int64_t weight);
 
 #endif

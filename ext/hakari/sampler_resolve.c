@@ -289,11 +289,11 @@ static int own_frames_on_top(int n)
     return skip;
 }
 
-int64_t hk_sampler_tail_clock(void)
+int64_t hk_sampler_tail_weight(void)
 {
     hk_thread *t = hk_sampler_thread_find(rb_thread_current());
-    if (!t || t->prev_clock < 0) return -1;
-    return hk_clock_ns(t->has_clock ? t->clock : hk_sampler_mode_clock());
+    if (!t || t->prev_clock < 0) return 0;
+    return hk_clock_ns(t->has_clock ? t->clock : hk_sampler_mode_clock()) - t->prev_clock;
 }
 
 /* At stop, the calling thread's time since its last sample has no sample to
@@ -301,12 +301,10 @@ int64_t hk_sampler_tail_clock(void)
  * Ruby 3.1 the timer's job may have been flagged on another, sleeping thread).
  * Record it under the caller's stack with an "[unsampled]" leaf, so totals
  * stay whole without pretending to know which callee spent it. */
-void hk_sampler_take_tail_sample(int64_t until)
+void hk_sampler_take_tail_sample(int64_t weight)
 {
     hk_thread *t = hk_sampler_thread_find(rb_thread_current());
-    if (!t || t->prev_clock < 0 || until < 0) return;
-    int64_t weight = until - t->prev_clock;
-    if (weight <= 0) return;
+    if (!t || weight <= 0) return;
     int max = S.cfg.max_depth;
     /* room for hakari's own frames on top, which are left out (on Ruby 3.1
      * rb_profile_frames' `start` does not skip frames, so they are fetched) */
