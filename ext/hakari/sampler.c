@@ -78,14 +78,14 @@ HK_HOT static int64_t tick_weight(hk_thread *t, int *state, hk_leaf *leaf)
 HK_HOT static void prefetch_thread_and_tick(void)
 {
     if (S.last_thread < S.nthreads) {
-        /* 48 bytes (asserted below): every other one spans two lines */
+        /* the fields the job reads, up to the spot: at most two lines (asserted below) */
         __builtin_prefetch(&S.threads[S.last_thread]);
-        __builtin_prefetch((const char *)&S.threads[S.last_thread + 1] - 1);
+        __builtin_prefetch((const char *)&S.threads[S.last_thread] + offsetof(hk_thread, spot) - 1);
     }
     __builtin_prefetch((const void *)&S.tick);
 }
 
-_Static_assert(sizeof(hk_thread) == 48, "prefetch_thread_and_tick loads a thread's record as two lines");
+_Static_assert(offsetof(hk_thread, spot) <= 64, "prefetch_thread_and_tick loads the job's fields as two lines");
 
 /* The sampled thread: the previous sample's when the walk read a stack of the
  * same VM thread, else looked up by Thread.current. NULL: out of memory. */
@@ -99,7 +99,7 @@ HK_HOT static hk_thread *current_thread(void)
                                                                                       : hk_sampler_thread_find(th);
     if (!t) t = hk_sampler_thread_add(th, -1);
     if (!t) return NULL;
-    t->vm_thread = vm_thread;
+    if (vm_thread) t->vm_thread = vm_thread;
     if (!t->seq) t->seq = ++S.nseq;
     if (!t->has_clock) {
         t->clock = CLOCK_MONOTONIC;
@@ -111,22 +111,22 @@ HK_HOT static hk_thread *current_thread(void)
 }
 
 /* The job's part of a sample: its capture, the thread it ran on and its
- * weight, handed to the worker. */
-HK_HOT static void take_sample(void)
+ * weight, handed to the worker. Returns that thread (NULL: none was sampled). */
+HK_HOT static hk_thread *take_sample(void)
 {
     prefetch_thread_and_tick();
     uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room);
     /* the worker is behind: no capture, no mark, and the weight goes to the next sample */
     if (!at) {
         S.dropped_count++;
-        return;
+        return NULL;
     }
     uint64_t w0 = cost_clock();
     long words = hk_stack_walk_capture(at + HEAD_WORDS, S.capture_room);
     S.capture_time += cost_clock() - w0;
     if (words <= 0) {
         S.dropped_count++;
-        return;
+        return NULL;
     }
     sample_head *h = (sample_head *)at;
     *h = (sample_head){.state = HK_TICK_RUNNING};
@@ -141,6 +141,7 @@ HK_HOT static void take_sample(void)
         h->weight = tick_weight(t, &state, &h->leaf);
         h->state = state;
         h->seq = t->seq;
+        t->spot_valid = 0; /* it ran: its next wait starts a new stack */
         if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
         /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
         if (S.cfg.mode == HK_MODE_CPU && __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED) != t->clock)
@@ -150,6 +151,56 @@ HK_HOT static void take_sample(void)
             __atomic_store_n(&S.leaf_slot, slot, __ATOMIC_RELAXED);
     }
     hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
+    return t;
+}
+
+/* Wall mode: the threads not running (blocked in a call without the GVL,
+ * or waiting for it) spend their time where they wait, in stacks that cannot
+ * change while this thread holds the GVL. Each gets its sample here, weighed
+ * up to `now` (the tick), at the stack it waits in: without this, a thread's
+ * wait would go to wherever its next sample found it, once running again.
+ * A thread whose stack has not changed since its previous sample (its spot,
+ * stack_walk.h) is not walked again: its sample adds to that stack. */
+static void sample_waiting_threads(const hk_thread *cur, int64_t now)
+{
+    for (size_t i = 0; i < S.nthreads; i++) {
+        hk_thread *t = &S.threads[i];
+        hk_stack_spot spot;
+        if (t == cur || !t->vm_thread || hk_stack_walk_spot(t->vm_thread, &spot) < 0) continue;
+        int again = t->spot_valid && spot.mark && spot.cfp == t->spot.cfp && spot.pc == t->spot.pc &&
+                    spot.mark == t->spot.mark;
+        uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + (again ? 0 : S.capture_room));
+        if (!at) { /* the worker is behind: the weights wait for the next tick */
+            S.dropped_count++;
+            return;
+        }
+        long words = 0;
+        if (!again) {
+            uint64_t w0 = cost_clock();
+            words = hk_stack_walk_capture_thread(t->vm_thread, at + HEAD_WORDS, S.capture_room);
+            S.capture_time += cost_clock() - w0;
+            if (words <= 0) continue; /* no frames to read: its time waits for its next sample */
+            /* read again: the capture left its mark in the leaf */
+            t->spot_valid = hk_stack_walk_spot(t->vm_thread, &t->spot) == 0;
+        }
+        if (!t->seq) t->seq = ++S.nseq;
+        int64_t weight = t->prev_clock < 0 ? S.period_ns : now - t->prev_clock;
+        if (weight < 0) weight = 0;
+        if (now > t->prev_clock) t->prev_clock = now;
+        sample_head *h = (sample_head *)at;
+        *h = (sample_head){.seq = t->seq, .state = again ? HK_SAMPLE_AGAIN : HK_TICK_RUNNING, .weight = weight};
+        if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
+        hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
+    }
+}
+
+/* wall mode: the tick's clock reading (the monotonic clock), or now */
+static int64_t wall_tick_time(void)
+{
+    hk_thread tmp = {.clock = CLOCK_MONOTONIC};
+    int state;
+    hk_leaf leaf;
+    return clock_at_tick(&tmp, &state, &leaf);
 }
 
 /* ctx: GVL (postponed job) */
@@ -163,7 +214,9 @@ HK_HOT static void sample_job(void *arg)
     hk_stack_walk_prefetch();
     if (!S.running || S.building) return;
     uint64_t t0 = cost_clock();
-    take_sample();
+    const hk_thread *t = take_sample();
+    /* not when this thread's sample failed (the ring is full, or it has no frame) */
+    if (t && S.cfg.mode == HK_MODE_WALL && S.nthreads > 1) sample_waiting_threads(t, wall_tick_time());
     S.sampling_count++;
     S.sampling_time += cost_clock() - t0;
 }
@@ -322,6 +375,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
         return -1;
     }
     S.tick_target = CLOCK_MONOTONIC;
+    S.last_thread = (size_t)-1; /* none: the first sample looks its thread up (current_thread) */
     S.period_ns = 1000000000LL / cfg->frequency;
     S.tick.clock = (clockid_t)-1; /* no tick yet */
     if (cfg->mode == HK_MODE_CPU) S.tick_target = hk_thread_cpu_clock(hk_gettid());
@@ -414,6 +468,9 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
     if (!S.running) return NULL;
     /* the program's time ends here: joining the worker and resolving are hakari's */
     int64_t tail = hk_sampler_tail_weight();
+    /* and the other threads' time up to here, where they wait */
+    if (S.cfg.mode == HK_MODE_WALL && S.nthreads > 1)
+        sample_waiting_threads(hk_sampler_thread_find(rb_thread_current()), hk_clock_ns(CLOCK_MONOTONIC));
     S.running = 0;
     hk_sampler_events_close(); /* no counter may signal after the worker is gone */
     hk_timer_stop();
@@ -468,7 +525,7 @@ void hk_sampler_mark(void)
     size_t words;
     for (const uint64_t *rec = hk_ring_first(&S.ring, &cursor, &words); rec;
          rec = hk_ring_next(&S.ring, &cursor, &words))
-        hk_stack_walk_mark_capture(rec + HEAD_WORDS);
+        if (((const sample_head *)rec)->state != HK_SAMPLE_AGAIN) hk_stack_walk_mark_capture(rec + HEAD_WORDS);
     hk_stack_walk_mark();
     pthread_mutex_unlock(&hk_resolve_lock);
 }

@@ -33,6 +33,7 @@
 #include "pair_map.h"
 #include "profile.h"
 #include "ring.h"
+#include "stack_walk.h"
 #include "u64_map.h"
 
 typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1 } hk_mode;
@@ -81,14 +82,19 @@ typedef struct hk_sampler_stats {
 } hk_sampler_stats;
 
 typedef struct hk_thread {
+    /* the job's, at every sample of this thread (sampler.c prefetch_thread_and_tick) */
     VALUE thread;
-    uint32_t seq;        /* 1-based, in order of first sample; 0 = not sampled yet */
     int64_t prev_clock;  /* this thread's clock where its previous sample's weight ended (ns) */
+    const void *vm_thread; /* the VM's struct for it (hk_stack_walk_thread), NULL if unknown */
+    uint32_t seq;        /* 1-based, in order of first sample; 0 = not sampled yet */
     clockid_t clock;     /* the clock its weights are read on; set at its first sample */
-    int has_clock;
     int tid;             /* native thread id (cpu mode, Linux), 0 if unknown */
     int event_fd;        /* its CPU-time sampling counter (cpu_events.h), or -1 */
-    const void *vm_thread; /* the VM's struct for it (hk_stack_walk_thread), once sampled */
+    uint8_t has_clock;
+    uint8_t spot_valid;  /* spot is where its stack stood at its latest sample */
+    /* wall mode, while another thread runs: its stack at its latest sample,
+     * taken by another thread's job (sampler.c sample_waiting_threads) */
+    hk_stack_spot spot;
 } hk_thread;
 
 #define HK_EVENT_FDS 4096 /* descriptors below this map to their thread's clock for the handler */

@@ -15,12 +15,15 @@
 typedef struct sample_head {
     uint32_t seq;     /* its thread's sequence number; 0: the sample is lost, its capture is
                          resolved all the same (the next ones may build on it) */
-    int32_t state;    /* HK_TICK_*: how the thread was at the tick */
+    int32_t state;    /* HK_TICK_*: how the thread was at the tick; or HK_SAMPLE_AGAIN */
     int64_t weight;
     int64_t time_ns;  /* CLOCK_REALTIME at the job (aggregate: false) */
     hk_leaf leaf;     /* the thread's leaf frame at the tick */
 } sample_head;
 #define HEAD_WORDS (sizeof(sample_head) / sizeof(uint64_t))
+/* A sample with no capture: its thread's stack has not changed since its
+ * previous sample (sampler.c sample_waiting_threads), whose stack it adds to. */
+#define HK_SAMPLE_AGAIN 16
 _Static_assert(sizeof(sample_head) % sizeof(uint64_t) == 0, "a capture starts on a word");
 
 /* The key buffer's head: room for the thread and the [truncated] root in

@@ -206,13 +206,29 @@ drop:
     S.unresolved_count++;
 }
 
+/* A sample of a thread whose stack has not changed since its previous one:
+ * its weight goes where that one's went. ctx: the resolve lock. */
+static void resolve_again(const sample_head *h)
+{
+    uint32_t *tick_stack = tick_stack_of(h->seq);
+    if (!tick_stack || !*tick_stack || record(*tick_stack - 1, h->weight, h->time_ns) < 0) {
+        S.unresolved_count++;
+        return;
+    }
+    S.sample_count++;
+}
+
 /* Resolves the ring's oldest sample; 0 when there was none. ctx: the resolve lock. */
 HK_HOT static int resolve_one(void)
 {
     size_t words;
     const uint64_t *rec = hk_ring_peek(&S.ring, &words);
     if (!rec) return 0;
-    resolve_sample((const sample_head *)rec, rec + HEAD_WORDS);
+    const sample_head *h = (const sample_head *)rec;
+    if (h->state == HK_SAMPLE_AGAIN)
+        resolve_again(h);
+    else
+        resolve_sample(h, rec + HEAD_WORDS);
     hk_ring_release(&S.ring);
     return 1;
 }

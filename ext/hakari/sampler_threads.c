@@ -37,7 +37,8 @@ hk_thread *hk_sampler_thread_add(VALUE th, int64_t prev_clock)
     t->has_clock = 0;
     t->tid = 0;
     t->event_fd = -1;
-    t->vm_thread = NULL;
+    t->vm_thread = hk_stack_walk_thread_of(th);
+    t->spot_valid = 0;
     return t;
 }
 

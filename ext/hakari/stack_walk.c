@@ -132,6 +132,24 @@ int hk_stack_walk_checked(const VALUE **frames, const int **lines)
     return -1;
 }
 const void *hk_stack_walk_thread(void) { return NULL; }
+const void *hk_stack_walk_thread_of(VALUE th)
+{
+    (void)th;
+    return NULL;
+}
+int hk_stack_walk_spot(const void *vm_thread, hk_stack_spot *out)
+{
+    (void)vm_thread;
+    (void)out;
+    return -1;
+}
+long hk_stack_walk_capture_thread(const void *vm_thread, uint64_t *out, size_t room)
+{
+    (void)vm_thread;
+    (void)out;
+    (void)room;
+    return -1;
+}
 int hk_stack_walk_pushed_since(const uint64_t *cap, const void *slot, uintptr_t leaf)
 {
     (void)cap;

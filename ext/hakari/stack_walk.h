@@ -54,6 +54,26 @@ const void *hk_stack_walk_leaf_slot(void);
  * thread without another thread-local read; NULL when unknown. */
 const void *hk_stack_walk_thread(void);
 
+/* Other threads' stacks, for wall mode: a thread that is not running spends
+ * its time where it waits. ctx: GVL, on another thread than the one read: a
+ * thread without the GVL cannot change its control frames. */
+
+/* the VM's struct of the Thread object th (what hk_stack_walk_thread gives
+ * when it runs), or NULL when this walker cannot read another thread's stack */
+const void *hk_stack_walk_thread_of(VALUE th);
+/* Where a thread's stack stands: its leaf control frame, that frame's pc and
+ * the mark the latest capture of it left there (0: frames are not marked).
+ * Two equal readings with a mark: the stack has not changed between them
+ * (its leaf was not popped, nothing was pushed on it for good, and it has
+ * not moved on). 0, or -1 when the thread has no stack (not started, ended). */
+typedef struct hk_stack_spot {
+    uintptr_t cfp, pc;
+    uint64_t mark;
+} hk_stack_spot;
+int hk_stack_walk_spot(const void *vm_thread, hk_stack_spot *out);
+/* hk_stack_walk_capture of the thread's stack; -1 when it has none to read */
+long hk_stack_walk_capture_thread(const void *vm_thread, uint64_t *out, size_t room);
+
 /* ctx: the sampler's resolve lock (any thread, no GVL needed). The frames of
  * the capture at cap, as rb_profile_frames(0, limit,
  * frames, lines) gave them when it was taken (leaf first), or -1 when they

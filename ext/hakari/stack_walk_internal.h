@@ -19,7 +19,7 @@ extern uint64_t hk_walk_mismatches;
 typedef struct hk_cap_head {
     uint32_t words;    /* the whole capture, this header included */
     uint16_t kind;     /* HK_CAP_* */
-    uint16_t flags;    /* HK_CAP_CUT */
+    uint16_t flags;    /* HK_CAP_CUT, HK_CAP_OTHER */
     uint32_t n;        /* control frames captured (HK_CAP_FRAMES), or frames (HK_CAP_RESOLVED) */
     uint32_t ncheck;   /* verify mode: rb_profile_frames' frames after them, or 0 */
     uint64_t number;   /* the capture's number (hk_walks when it was taken) */
@@ -30,7 +30,8 @@ typedef struct hk_cap_head {
 #define HK_CAP_HEAD_WORDS (sizeof(hk_cap_head) / sizeof(uint64_t))
 _Static_assert(sizeof(hk_cap_head) % sizeof(uint64_t) == 0, "a capture's body starts on a word");
 enum { HK_CAP_FRAMES = 1, HK_CAP_RESOLVED = 2 };
-#define HK_CAP_CUT 1 /* the stack goes on below what was captured */
+#define HK_CAP_CUT 1   /* the stack goes on below what was captured */
+#define HK_CAP_OTHER 2 /* another thread's stack (hk_stack_walk_capture_thread): verify mode has nothing to check it by */
 
 /* words for n frames and n lines, as a resolved capture and verify mode keep them */
 #define HK_CAP_RESOLVED_WORDS(n) ((size_t)(n) + ((size_t)(n) + 1) / 2)

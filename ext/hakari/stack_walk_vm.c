@@ -127,14 +127,14 @@ static void capture_check(hk_cap_head *h)
     h->words += (uint32_t)HK_CAP_RESOLVED_WORDS(h->ncheck);
 }
 
-/* The capture (stack_walk.h) of the control frames from the leaf down to the
+/* The capture (stack_walk.h) of ec's control frames from the leaf down to the
  * first one whose mark vouches for its callers, or to the root; 0 when room
  * is short, -1 when this sample needs rb_profile_frames (no context, a frame
- * being set up: the caller falls back). */
-HK_HOT static long vm_capture(uint64_t *out, size_t room)
+ * being set up: the caller falls back). flags: HK_CAP_OTHER for a thread
+ * that is not the caller's. */
+HK_HOT static long vm_capture_ec(uint64_t *out, size_t room, const vm_ec *ec, uint16_t flags)
 {
     if (room < vm_capture_room()) return 0;
-    const vm_ec *ec = ruby_current_ec;
     if (!ec) return -1;
     /* Sequentially consistent with forget_memo: either this number is one the
      * resolver counts as taken before the memo was lost (and it drops such a
@@ -153,7 +153,7 @@ HK_HOT static long vm_capture(uint64_t *out, size_t room)
     const vm_frame *end = (const vm_frame *)(ec->vm_stack + ec->vm_stack_size);
     raw_frame *raw = (raw_frame *)(out + HK_CAP_HEAD_WORDS);
     uint32_t n = 0;
-    uint16_t flags = 0;
+    int named = 0; /* a frame that can give one: a Ruby frame, or a C frame with a method entry */
     const vm_frame *cfp = ec->cfp;
     /* a leaf that vouches for its callers is all this capture reads: no window to load */
     if (!trusted_mark(cfp, (size_t)(end - cfp) - 1, seq))
@@ -170,6 +170,7 @@ HK_HOT static long vm_capture(uint64_t *out, size_t room)
         if (trusted_mark(cfp, depth, seq)) {
             /* the frame this capture's run saw here before: a Ruby frame has a body */
             const cap_entry *c = &W.cap_memo[depth];
+            named = 1;
             raw[n++] = (raw_frame){(c->body ? (uintptr_t)cfp->pc : RAW_CFRAME) | RAW_TRUSTED,
                                    c->body ? cfp->iseq : NULL, c->me, c->body, c->def};
             break;
@@ -193,17 +194,26 @@ HK_HOT static long vm_capture(uint64_t *out, size_t room)
          * for its frames past it (the capture is cut at memo_cap frames from
          * the leaf, not from the root), and trusted_mark trusts none there */
         if (depth <= W.memo_cap) W.cap_memo[depth] = (cap_entry){me, body, def};
+        named |= !cframe || me;
         raw[n++] = (raw_frame){cframe ? RAW_CFRAME : (uintptr_t)cfp->pc, cframe ? NULL : cfp->iseq, me, body, def};
         if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
+    }
+    /* another thread with no frame to give (starting, or ending: its block has returned) has
+     * nothing to sample; the caller's own stack is left to rb_profile_frames' judgement */
+    if (!named && (flags & HK_CAP_OTHER)) {
+        W.run_start = seq + 1;
+        return -1;
     }
     hk_cap_head *h = (hk_cap_head *)out;
     *h = (hk_cap_head){.words = (uint32_t)(HK_CAP_HEAD_WORDS + RAW_WORDS * n), .kind = HK_CAP_FRAMES,
                        .flags = flags, .n = n, .number = seq, .ec = ec, .leaf = (uintptr_t)ec->cfp,
                        .end = (uintptr_t)end};
-    if (W.verify) capture_check(h);
+    if (W.verify && !(flags & HK_CAP_OTHER)) capture_check(h);
     W.walked_ec = ec;
     return (long)h->words;
 }
+
+HK_HOT static long vm_capture(uint64_t *out, size_t room) { return vm_capture_ec(out, room, ruby_current_ec, 0); }
 
 /* One captured control frame's result (frame 0: skipped), through its memo
  * entry m (NULL past the memo's end); *kept: the result is the memo's (frame
@@ -392,6 +402,8 @@ int hk_vm_self_check(int limit)
     VALUE th = rb_thread_current();
     W.thread_ptr_ok = W.enabled && RB_TYPE_P(th, T_DATA) && RTYPEDDATA_P(th) && ruby_current_ec &&
                       ruby_current_ec->thread_ptr == RTYPEDDATA_DATA(th);
+    const vm_thread_head *t = W.thread_ptr_ok ? ruby_current_ec->thread_ptr : NULL;
+    W.threads_ok = t && t->self == th && t->ec == ruby_current_ec;
     hk_walk_kind = !W.enabled          ? "rb_profile_frames (the control-frame walker failed its self-check)"
            : W.thread_ptr_ok ? "vm control frames"
                              : "vm control frames (its thread check failed: threads found by Thread.current)";
@@ -497,7 +509,8 @@ HK_HOT int hk_stack_walk_resolve(const uint64_t *cap, VALUE *frames, int *lines,
         W.last_n = 0;
         return -1;
     }
-    return W.verify_res && limit <= W.check_cap ? verify_walk(h, frames, lines, n, limit, same) : n;
+    int checked = W.verify_res && limit <= W.check_cap && !(h->flags & HK_CAP_OTHER);
+    return checked ? verify_walk(h, frames, lines, n, limit, same) : n;
 }
 
 void hk_stack_walk_mark_capture(const uint64_t *cap)
@@ -529,6 +542,40 @@ HK_HOT const void *hk_stack_walk_leaf_slot(void)
 }
 
 HK_HOT const void *hk_stack_walk_thread(void) { return W.walked_ec && W.thread_ptr_ok ? W.walked_ec->thread_ptr : NULL; }
+
+const void *hk_stack_walk_thread_of(VALUE th)
+{
+    if (!W.enabled || !W.threads_ok || !RB_TYPE_P(th, T_DATA) || !RTYPEDDATA_P(th)) return NULL;
+    const vm_thread_head *t = RTYPEDDATA_DATA(th);
+    return t && t->self == th ? t : NULL;
+}
+
+/* The context of a thread that has a stack: set up (under the GVL) before
+ * it runs, cleared (under the GVL) when it ends, however it ends. */
+static const vm_ec *thread_stack(const void *vm_thread)
+{
+    const vm_ec *ec = ((const vm_thread_head *)vm_thread)->ec;
+    if (!ec || !ec->vm_stack || !ec->vm_stack_size) return NULL;
+    const vm_frame *end = (const vm_frame *)(ec->vm_stack + ec->vm_stack_size);
+    return (const VALUE *)ec->cfp >= ec->vm_stack && ec->cfp < end ? ec : NULL;
+}
+
+int hk_stack_walk_spot(const void *vm_thread, hk_stack_spot *out)
+{
+    const vm_ec *ec = thread_stack(vm_thread);
+    if (!ec) return -1;
+    const vm_frame *cfp = ec->cfp;
+    *out = (hk_stack_spot){(uintptr_t)cfp, (uintptr_t)cfp->pc, W.marks ? (uint64_t)(uintptr_t)cfp->jit_return : 0};
+    return 0;
+}
+
+long hk_stack_walk_capture_thread(const void *vm_thread, uint64_t *out, size_t room)
+{
+    W.walked_ec = NULL;
+    const vm_ec *ec = W.enabled ? thread_stack(vm_thread) : NULL;
+    if (!ec) return -1;
+    return vm_capture_ec(out, room, ec, HK_CAP_OTHER);
+}
 
 /* The frames the capture's resolution returned are in the memo, by depth:
  * those deeper than the tick's leaf were pushed after it. The leaf value may

@@ -69,6 +69,14 @@ typedef struct vm_ec {
     const void *thread_ptr; /* the thread's rb_thread_t, which its Thread object wraps */
 } vm_ec;
 
+/* the leading fields of Ruby 3.1's rb_thread_t: its list node, self, ractor, vm, ec */
+typedef struct vm_thread_head {
+    void *next, *prev;
+    VALUE self;
+    void *ractor, *vm;
+    const vm_ec *ec; /* the running fiber's context; its stack is cleared when the thread ends */
+} vm_thread_head;
+
 extern __thread vm_ec *ruby_current_ec;          /* vm.c; exported by libruby */
 unsigned int rb_iseq_line_no(const void *iseq, size_t pos); /* iseq.c; exported */
 
@@ -137,6 +145,7 @@ struct walker {
     uint8_t verify;
     uint8_t marks;       /* frames are marked (not under YJIT, nor with continuations) */
     uint8_t thread_ptr_ok; /* ec->thread_ptr was checked against Thread.current at start */
+    uint8_t threads_ok;  /* and vm_thread_head against it: other threads' stacks can be read */
     const vm_ec *run_ec; /* the stack of the previous capture */
     const vm_ec *walked_ec; /* the context the last capture read, NULL when it fell back */
     uint64_t run_start;  /* marks at or after this were written in the current run */

@@ -1,0 +1,108 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# Wall mode and threads that are not running. A thread blocked in a call (sleep, join, a queue)
+# or waiting for the GVL spends its time where it waits; at each tick the thread running the
+# job samples the others' stacks, which cannot change while it holds the GVL (sampler.c
+# sample_waiting_threads). Ruby 3.1 has no GVL hooks to say when a thread blocks.
+class WallThreadsTest < Minitest::Test
+  include ProfileHelpers
+
+  def teardown
+    Hakari.stop if Hakari.running?
+  end
+
+  def other_threads_readable? = !ENV.key?("HAKARI_STACK_WALK") && RUBY_VERSION.start_with?("3.1.")
+
+  def per_thread(data) = data[:samples].group_by { |s| s[3] }.transform_values { |rows| rows.sum { |r| r[1] } }
+
+  def park(depth, queue) = depth.zero? ? queue.pop : park(depth - 1, queue)
+
+  # The joined thread's 200 ms were given to the spin that followed: the job had been flagged
+  # on the sleeper, so the main thread's first sample after the join came inside the spin.
+  def test_a_join_keeps_its_wait_and_the_work_after_it_keeps_its_own
+    return unless other_threads_readable?
+
+    slept = spun = nil
+    data = Hakari.start(mode: :wall) do
+      slept = Workloads.elapsed_ns { Thread.new { sleep 0.2 }.join }
+      spun = Workloads.elapsed_ns { Workloads.spin(0.05) }
+    end
+    assert_in_delta slept, cumulative(data, "Thread#join"), 15_000_000
+    assert_in_delta spun, cumulative(data, "Workloads.spin"), 15_000_000
+    assert_in_delta 200_000_000, cumulative(data, "Kernel#sleep"), 15_000_000
+  end
+
+  # Threads parked before start and all through it: each gets the session's length, in samples
+  # at the asked rate, at exactly the stack Thread#backtrace_locations reads for it (lines
+  # included), while the GC runs and compacts the heap under the samples that wait.
+  def test_threads_waiting_all_session_long_get_its_length_where_they_wait
+    return unless other_threads_readable?
+
+    queue = Queue.new
+    parked = Array.new(3) { |i| Thread.new { park(5 + i, queue) } }
+    Thread.pass until parked.all? { |t| t.status == "sleep" }
+    # leaf first, like the samples' frames; Queue#pop, a C method, appears at its caller's line
+    expected = parked.map { |t| t.backtrace_locations.drop_while { |l| l.label == "pop" } }
+    data = Hakari.start(mode: :wall) do
+      5.times do
+        Workloads.spin(0.03)
+        GC.start
+        GC.compact if GC.respond_to?(:compact)
+      end
+    end
+    queue.close
+    parked.each(&:join)
+    totals = per_thread(data)
+    mine = data[:samples].find { |frames, *| frames.any? { |f| f[0] == "Workloads.spin" } }[3]
+    assert_in_delta data[:duration_ns], totals[mine], 3_000_000, "the main thread"
+    # minitest's own threads may be waiting too: the parked ones are those in #park
+    waits = data[:samples].select { |frames, *| frames.any? { |f| f[0] == "WallThreadsTest#park" } }.group_by { |s| s[3] }
+    assert_equal 3, waits.size, "one stack for each parked thread"
+    waits.each do |seq, rows|
+      assert_equal 1, rows.size, "thread #{seq} stayed in one stack"
+      assert_in_delta data[:duration_ns], totals[seq], 3_000_000, "thread #{seq}"
+      frames, _, count = rows.first
+      assert_operator count, :>=, 100, "about one sample per tick (150 ms at 1000 Hz)"
+      assert_equal "Thread::Queue#pop", frames.first[0]
+      sampled = frames.reject { |f| f[1] == "<cfunc>" }.map { |_, path, line| [path, line] }
+      assert_includes expected.map { |locs| locs.map { |l| [l.path, l.lineno] } }, sampled
+    end
+  end
+
+  # Threads that end while sampled, each way a thread can end: returning, raising, killed while
+  # blocked. Ruby clears an ended thread's stack; one read after that would crash the program.
+  def test_threads_ending_every_way_while_others_are_sampled
+    lived = Hash.new(0)
+    data = Hakari.start(mode: :wall, frequency: 5000) do
+      40.times do |i|
+        sleeper = Thread.new { sleep }
+        failing = Thread.new { sleep 0.001; raise "ends by raising" }
+        failing.report_on_exception = false
+        quick = Thread.new { Workloads.spin(0.0005) }
+        Workloads.spin(0.001)
+        sleeper.kill
+        [sleeper, failing, quick].each { |t| t.join rescue nil } # rubocop:disable Style/RescueModifier
+        GC.start if (i % 8).zero?
+      end
+    end
+    # a job that runs on a thread with no Ruby frame yet, or none left, loses its sample
+    assert_operator data[:dropped_count], :<=, data[:sample_count] / 50
+    per_thread(data).each { |seq, ns| lived[seq] = ns }
+    assert_in_delta data[:duration_ns], lived.values.max, 3_000_000, "the main thread's time is whole"
+    lived.each { |seq, ns| assert_operator ns, :<=, data[:duration_ns], "thread #{seq}" }
+  end
+
+  # cpu mode: a waiting thread uses no CPU and gets no sample
+  def test_cpu_mode_gives_waiting_threads_nothing
+    queue = Queue.new
+    parked = Thread.new { park(3, queue) }
+    Thread.pass until parked.status == "sleep"
+    data = Hakari.start(mode: :cpu) { Workloads.spin(0.05) }
+    queue.close
+    parked.join
+    assert_equal [1], data[:samples].map { |s| s[3] }.uniq
+    assert_equal 0, cumulative(data, "Thread::Queue#pop")
+  end
+end
