@@ -154,43 +154,92 @@ HK_HOT static hk_thread *take_sample(void)
     return t;
 }
 
+/* a waiting thread's weight up to now, its next one starting there */
+static int64_t wait_weight(hk_thread *t, int64_t now)
+{
+    if (!t->seq) t->seq = ++S.nseq;
+    int64_t weight = t->prev_clock < 0 ? S.period_ns : now - t->prev_clock;
+    if (now > t->prev_clock) t->prev_clock = now;
+    return weight < 0 ? 0 : weight;
+}
+
+/* A waiting thread whose stack changed since its previous sample: captured
+ * into a sample of its own. 0, 1 when it has no stack to read (its time waits
+ * for its next sample), -1 when the ring is full. */
+static int sample_waiting_stack(hk_thread *t, int64_t now)
+{
+    uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room);
+    if (!at) return -1;
+    uint64_t w0 = cost_clock();
+    long words = hk_stack_walk_capture_thread(t->vm_thread, at + HEAD_WORDS, S.capture_room);
+    S.capture_time += cost_clock() - w0;
+    if (words <= 0) return 1;
+    /* read again: the capture left its mark in the leaf */
+    t->spot_valid = hk_stack_walk_spot(t->vm_thread, &t->spot) == 0;
+    sample_head *h = (sample_head *)at;
+    *h = (sample_head){.state = HK_TICK_RUNNING, .weight = wait_weight(t, now)};
+    h->seq = t->seq;
+    if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
+    hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
+    return 0;
+}
+
+/* The threads marked again: one record of (thread, weight) pairs, a few
+ * hundred at a time (sampler_internal.h), each adding to its previous stack.
+ * 0, or -1 when the ring is full. */
+static int sample_unchanged_stacks(size_t count, int64_t now)
+{
+    size_t i = 0;
+    while (count) {
+        uint32_t n = count < HK_AGAIN_MAX ? (uint32_t)count : HK_AGAIN_MAX;
+        uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + 2 * (size_t)n);
+        if (!at) return -1;
+        uint64_t *pair = at + HEAD_WORDS;
+        for (uint32_t k = 0; k < n; i++) {
+            hk_thread *t = &S.threads[i];
+            if (!t->again) continue;
+            t->again = 0;
+            int64_t weight = wait_weight(t, now);
+            pair[2 * k] = t->seq;
+            pair[2 * k + 1] = (uint64_t)weight;
+            k++;
+        }
+        sample_head *h = (sample_head *)at;
+        *h = (sample_head){.seq = n, .state = HK_SAMPLE_AGAIN};
+        if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
+        hk_ring_commit(&S.ring, HEAD_WORDS + 2 * (size_t)n);
+        count -= n;
+    }
+    return 0;
+}
+
 /* Wall mode: the threads not running (blocked in a call without the GVL,
  * or waiting for it) spend their time where they wait, in stacks that cannot
  * change while this thread holds the GVL. Each gets its sample here, weighed
  * up to `now` (the tick), at the stack it waits in: without this, a thread's
  * wait would go to wherever its next sample found it, once running again.
  * A thread whose stack has not changed since its previous sample (its spot,
- * stack_walk.h) is not walked again: its sample adds to that stack. */
+ * stack_walk.h) is not walked again: its sample adds to that stack, and all
+ * such samples of a tick share one record (one trip to the ring's shared
+ * lines, not one per thread). */
 static void sample_waiting_threads(const hk_thread *cur, int64_t now)
 {
+    size_t again = 0;
     for (size_t i = 0; i < S.nthreads; i++) {
         hk_thread *t = &S.threads[i];
         hk_stack_spot spot;
         if (t == cur || !t->vm_thread || hk_stack_walk_spot(t->vm_thread, &spot) < 0) continue;
-        int again = t->spot_valid && spot.mark && spot.cfp == t->spot.cfp && spot.pc == t->spot.pc &&
-                    spot.mark == t->spot.mark;
-        uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + (again ? 0 : S.capture_room));
-        if (!at) { /* the worker is behind: the weights wait for the next tick */
-            S.dropped_count++;
-            return;
+        if (t->spot_valid && spot.mark && spot.cfp == t->spot.cfp && spot.pc == t->spot.pc &&
+            spot.mark == t->spot.mark) {
+            t->again = 1;
+            again++;
+        } else if (sample_waiting_stack(t, now) < 0) {
+            break; /* the worker is behind: the weights wait for the next tick */
         }
-        long words = 0;
-        if (!again) {
-            uint64_t w0 = cost_clock();
-            words = hk_stack_walk_capture_thread(t->vm_thread, at + HEAD_WORDS, S.capture_room);
-            S.capture_time += cost_clock() - w0;
-            if (words <= 0) continue; /* no frames to read: its time waits for its next sample */
-            /* read again: the capture left its mark in the leaf */
-            t->spot_valid = hk_stack_walk_spot(t->vm_thread, &t->spot) == 0;
-        }
-        if (!t->seq) t->seq = ++S.nseq;
-        int64_t weight = t->prev_clock < 0 ? S.period_ns : now - t->prev_clock;
-        if (weight < 0) weight = 0;
-        if (now > t->prev_clock) t->prev_clock = now;
-        sample_head *h = (sample_head *)at;
-        *h = (sample_head){.seq = t->seq, .state = again ? HK_SAMPLE_AGAIN : HK_TICK_RUNNING, .weight = weight};
-        if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
-        hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
+    }
+    if (again && sample_unchanged_stacks(again, now) < 0) {
+        for (size_t i = 0; i < S.nthreads; i++) S.threads[i].again = 0;
+        S.dropped_count++;
     }
 }
 

@@ -92,6 +92,7 @@ typedef struct hk_thread {
     int event_fd;        /* its CPU-time sampling counter (cpu_events.h), or -1 */
     uint8_t has_clock;
     uint8_t spot_valid;  /* spot is where its stack stood at its latest sample */
+    uint8_t again;       /* this tick: waiting where its latest sample found it (sampler.c) */
     /* wall mode, while another thread runs: its stack at its latest sample,
      * taken by another thread's job (sampler.c sample_waiting_threads) */
     hk_stack_spot spot;

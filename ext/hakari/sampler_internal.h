@@ -21,9 +21,12 @@ typedef struct sample_head {
     hk_leaf leaf;     /* the thread's leaf frame at the tick */
 } sample_head;
 #define HEAD_WORDS (sizeof(sample_head) / sizeof(uint64_t))
-/* A sample with no capture: its thread's stack has not changed since its
- * previous sample (sampler.c sample_waiting_threads), whose stack it adds to. */
+/* A record of samples with no capture, of threads whose stacks have not
+ * changed since their previous samples (sampler.c sample_waiting_threads): its
+ * head's seq is their number, n; n pairs of words follow, a thread's sequence
+ * number and its weight, which adds to that thread's previous stack. */
 #define HK_SAMPLE_AGAIN 16
+#define HK_AGAIN_MAX 256 /* pairs in one record */
 _Static_assert(sizeof(sample_head) % sizeof(uint64_t) == 0, "a capture starts on a word");
 
 /* The key buffer's head: room for the thread and the [truncated] root in

@@ -206,16 +206,19 @@ drop:
     S.unresolved_count++;
 }
 
-/* A sample of a thread whose stack has not changed since its previous one:
- * its weight goes where that one's went. ctx: the resolve lock. */
-static void resolve_again(const sample_head *h)
+/* Samples of threads whose stacks have not changed since their previous
+ * ones (sampler_internal.h): each weight goes where that thread's previous
+ * sample went. ctx: the resolve lock. */
+static void resolve_again(const sample_head *h, const uint64_t *pair)
 {
-    uint32_t *tick_stack = tick_stack_of(h->seq);
-    if (!tick_stack || !*tick_stack || record(*tick_stack - 1, h->weight, h->time_ns) < 0) {
-        S.unresolved_count++;
-        return;
+    for (uint32_t k = 0; k < h->seq; k++) {
+        uint32_t *tick_stack = tick_stack_of((uint32_t)pair[2 * k]);
+        if (!tick_stack || !*tick_stack || record(*tick_stack - 1, (int64_t)pair[2 * k + 1], h->time_ns) < 0) {
+            S.unresolved_count++;
+            continue;
+        }
+        S.sample_count++;
     }
-    S.sample_count++;
 }
 
 /* Resolves the ring's oldest sample; 0 when there was none. ctx: the resolve lock. */
@@ -226,7 +229,7 @@ HK_HOT static int resolve_one(void)
     if (!rec) return 0;
     const sample_head *h = (const sample_head *)rec;
     if (h->state == HK_SAMPLE_AGAIN)
-        resolve_again(h);
+        resolve_again(h, rec + HEAD_WORDS);
     else
         resolve_sample(h, rec + HEAD_WORDS);
     hk_ring_release(&S.ring);
