@@ -463,7 +463,8 @@ static void fill_totals(hk_sampler_stats *st)
     st->frequency = S.cfg.frequency;
     st->aggregate = S.cfg.aggregate;
     st->start_time_ns = S.start_real_ns;
-    st->duration_ns = hk_clock_ns(CLOCK_MONOTONIC) - S.start_mono_ns;
+    int64_t now = hk_clock_ns(CLOCK_MONOTONIC);
+    st->duration_ns = (S.stop_mono_ns ? S.stop_mono_ns : now) - S.start_mono_ns;
     st->trigger_count = __atomic_load_n(&S.trigger_count, __ATOMIC_RELAXED);
     st->sampling_count = S.sampling_count;
     st->sample_count = S.sample_count;
@@ -473,7 +474,7 @@ static void fill_totals(hk_sampler_stats *st)
     /* TSC ticks -> ns, calibrated against the monotonic clock since start */
     double scale = 1.0;
     uint64_t ticks = hk_tsc() - S.start_tsc;
-    if (S.cost_tsc && ticks > 0) scale = (double)st->duration_ns / (double)ticks;
+    if (S.cost_tsc && ticks > 0) scale = (double)(now - S.start_mono_ns) / (double)ticks;
     st->sampling_time_ns = (uint64_t)((double)S.sampling_time * scale);
     st->stack_walk_time_ns = (uint64_t)((double)S.capture_time * scale);
     st->resolve_time_ns = (uint64_t)((double)S.resolve_time * scale);
@@ -517,9 +518,10 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
     if (!S.running) return NULL;
     /* the program's time ends here: joining the worker and resolving are hakari's */
     int64_t tail = hk_sampler_tail_weight();
+    S.stop_mono_ns = hk_clock_ns(CLOCK_MONOTONIC); /* where the duration ends, with the tail */
     /* and the other threads' time up to here, where they wait */
     if (S.cfg.mode == HK_MODE_WALL && S.nthreads > 1)
-        sample_waiting_threads(hk_sampler_thread_find(rb_thread_current()), hk_clock_ns(CLOCK_MONOTONIC));
+        sample_waiting_threads(hk_sampler_thread_find(rb_thread_current()), S.stop_mono_ns);
     S.running = 0;
     hk_sampler_events_close(); /* no counter may signal after the worker is gone */
     hk_timer_stop();

@@ -131,6 +131,7 @@ typedef struct hk_sampler {
     /* immutable after start */
     hk_sampler_config cfg;
     int64_t start_mono_ns, start_real_ns;
+    int64_t stop_mono_ns; /* set as stop begins: the duration ends there, not after stop's own work */
     int cost_tsc;       /* cost_clock's units are TSC ticks (sampler.c) */
     uint64_t start_tsc;
     size_t capture_room; /* the most words one sample takes in the ring */
