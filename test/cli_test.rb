@@ -128,8 +128,9 @@ class CLITest < Minitest::Test
   # standalone (RUBYOPT=-rhakari/autorun) a bad setting is one line before the program runs,
   # naming the variable or value, and the program runs unprofiled
   def test_autorun_names_a_bad_setting_at_once
-    { "HAKARI_FREQUENCY" => ["abc", /invalid HAKARI_FREQUENCY "abc" \(expected an integer from 1 to 10000\)/],
-      "HAKARI_FORMAT" => ["xml", /unknown format "xml" \(expected one of/] }.each do |var, (value, message)|
+    [["HAKARI_FREQUENCY", "abc", /invalid HAKARI_FREQUENCY "abc" \(expected an integer from 1 to 10000\)/],
+     ["HAKARI_FREQUENCY", " 100", /invalid HAKARI_FREQUENCY " 100"/],
+     ["HAKARI_FORMAT", "xml", /unknown format "xml" \(expected one of/]].each do |var, value, message|
       env = { "RUBYLIB" => ENGINE_LIB, "RUBYOPT" => "-rhakari/autorun", var => value }
       out, err, st = Open3.capture3(env, RbConfig.ruby, "-e", "puts :ran", chdir: @dir)
       assert_equal [0, "ran\n"], [st.exitstatus, out], err
@@ -352,6 +353,7 @@ class CLITest < Minitest::Test
     %w[record -f -1] => /invalid frequency "-1"/,
     %w[record -f 100000] => /invalid frequency "100000"/,
     %w[exec -f x] => /invalid frequency "x"/,
+    ["record", "-f", " 100"] => /invalid frequency " 100"/,
     %w[record --format bogus] => /unknown format "bogus" \(expected pprof, collapsed, text, flat, graph, callgrind or dot\)/,
     %w[record --bogus] => /unknown option "--bogus"/,
     %w[stat -p] => /unknown option "-p" for stat/,

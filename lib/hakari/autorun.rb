@@ -58,9 +58,10 @@ module Hakari
     # an integer, or ArgumentError naming the variable, its value and the range; the range
     # itself is checked by Hakari.start
     def frequency(value)
-      Integer(value, 10, exception: false) or
-        raise ArgumentError, "invalid #{S::ENV_FREQUENCY} #{value.inspect} (expected an integer from " \
-                             "#{Hakari::Native::MIN_FREQUENCY} to #{Hakari::Native::MAX_FREQUENCY})"
+      return Integer(value, 10) if value.match?(/\A[0-9]+\z/) # not " 100", "1_0" or "+10", as -f
+
+      raise ArgumentError, "invalid #{S::ENV_FREQUENCY} #{value.inspect} (expected an integer from " \
+                           "#{Hakari::Native::MIN_FREQUENCY} to #{Hakari::Native::MAX_FREQUENCY})"
     end
 
     def start(env = ENV)

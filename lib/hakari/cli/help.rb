@@ -51,6 +51,7 @@ module Hakari
           hakari exec [options] [--] COMMAND [ARGS...]
             The same as `hakari stat --report`: the stats and the flat and cumulative tables, on stderr.
             -o, --output PATH     also write the profile to PATH (default: no file)
+            --report              accepted, and implied
         TEXT
           COMMON + "  Default mode: wall.\n",
       }.freeze

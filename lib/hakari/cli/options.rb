@@ -74,8 +74,9 @@ module Hakari
       # The engine's range, checked here too so a bad value fails before the command runs.
       def parse_frequency(value)
         lo, hi = Hakari::Native::MIN_FREQUENCY, Hakari::Native::MAX_FREQUENCY
-        hz = Integer(value, 10, exception: false)
-        return hz if hz && hz.between?(lo, hi)
+        # digits only: Integer() would also take " 100", "1_0" and "+10"
+        hz = value.match?(/\A[0-9]+\z/) ? Integer(value, 10) : nil
+        return hz if hz&.between?(lo, hi)
         raise UsageError, "invalid frequency #{value.inspect} (expected an integer from #{lo} to #{hi} Hz)"
       end
 
