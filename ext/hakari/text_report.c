@@ -45,6 +45,33 @@ static void table(hk_buf *out, const hk_profile *p, size_t vi, const char *title
     }
 }
 
+static int by_num(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* distinct values of the samples' "thread" label: 0 when none has one, -1 when out of memory */
+static long thread_count(const hk_profile *p)
+{
+    int64_t *seen = malloc((p->nsamples + 1) * sizeof(*seen));
+    if (!seen) return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const hk_label *l = hk_profile_sample_labels(p, i);
+        for (uint32_t j = 0; j < p->samples[i].nlabel; j++)
+            if (!l[j].str && strcmp(hk_profile_str(p, l[j].key), "thread") == 0) {
+                seen[n++] = l[j].num;
+                break;
+            }
+    }
+    qsort(seen, n, sizeof(*seen), by_num);
+    long distinct = 0;
+    for (size_t i = 0; i < n; i++) distinct += i == 0 || seen[i] != seen[i - 1];
+    free(seen);
+    return distinct;
+}
+
 int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
 {
     if (vi >= p->nvalues) return -1;
@@ -86,6 +113,10 @@ int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
     if (p->period > 0 && strcmp(hk_profile_str(p, p->period_type.unit), "nanoseconds") == 0)
         hk_buf_printf(out, ", Frequency: %.0f Hz", 1e9 / (double)p->period);
     hk_buf_putc(out, '\n');
+    /* in wall mode every thread's time counts, waiting included: say so when several add up */
+    long threads = thread_count(p);
+    if (threads < 0) goto fail;
+    if (threads > 1) hk_buf_printf(out, "Threads: %ld (the total is their times added)\n", threads);
     table(out, p, vi, "Flat", flat, nf, top_n, total);
     table(out, p, vi, "Cumulative", cum, nf, top_n, total);
 

@@ -1,7 +1,8 @@
 /* text_report.h — profile -> a human-readable report:
  *
  *   header: total of value vi in its unit (ms for nanoseconds), sample count
- *           (the "samples" value when the profile has one), frequency from period;
+ *           (the "samples" value when the profile has one), frequency from period,
+ *           and the number of threads when the samples' "thread" labels name several;
  *   Flat: top_n functions by self value (the function is the leaf);
  *   Cumulative: top_n functions by cumulative value (the function is anywhere in
  *           the stack, counted once per sample, so recursion never exceeds 100%).

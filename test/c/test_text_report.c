@@ -213,6 +213,45 @@ static void test_sum_overflow(void)
     hk_profile_free(p);
 }
 
+/* samples carrying a numeric "thread" label: the header counts the distinct
+ * threads when there are several (their times add up in the total), and says
+ * nothing for one, nor for a profile without the label (setup's) */
+static int has_line(const report *r, const char *prefix)
+{
+    for (int i = 0; i < r->n; i++)
+        if (strncmp(r->lines[i], prefix, strlen(prefix)) == 0) return 1;
+    return 0;
+}
+
+static void test_thread_count(void)
+{
+    hk_profile *p = hk_profile_new();
+    hk_profile_add_sample_type(p, "wall", "nanoseconds");
+    uint32_t loc = hk_profile_location(p, hk_profile_function(p, hk_profile_string(p, "f"), 0, 0, 0), 1);
+    const int64_t threads[] = {3, 1, 3, 7, 1};
+    report r;
+    for (int i = 0; i < 5; i++) {
+        hk_label l = {.key = hk_profile_string(p, "thread"), .num = threads[i]};
+        int64_t v = 1000000;
+        hk_profile_add_sample(p, &loc, 1, &v, &l, 1);
+        if (i == 0) {
+            CHECK_INT(report_of(p, 0, 10, &r), 0);
+            CHECK(!has_line(&r, "Threads"));
+            free(r.text);
+        }
+    }
+    CHECK_INT(report_of(p, 0, 10, &r), 0);
+    CHECK(has_line(&r, "Threads: 3 (the total is their times added)"));
+    CHECK_INT(r.flat, 4); /* after the total, samples and threads lines and a blank one */
+    free(r.text);
+    hk_profile_free(p);
+    p = setup(1);
+    CHECK_INT(report_of(p, 1, 10, &r), 0);
+    CHECK(!has_line(&r, "Threads"));
+    free(r.text);
+    hk_profile_free(p);
+}
+
 int main(void)
 {
     RUN(test_sections_and_order);
@@ -222,5 +261,6 @@ int main(void)
     RUN(test_no_samples);
     RUN(test_under_failed_allocation);
     RUN(test_sum_overflow);
+    RUN(test_thread_count);
     return check_done();
 }
