@@ -170,6 +170,18 @@ class CLITest < Minitest::Test
     assert_match(/^Flat:/, File.read(path("p.dat")))
   end
 
+  # Trace mode counts every call, so it shows whatever hakari's own start and finish do around
+  # the program: the rest of the require that loads it, at_exit, GC.stat, Process.pid. None of
+  # it may appear; a require the program makes is the program's.
+  def test_trace_mode_profile_holds_only_the_program
+    script = "def f = 1 + 1\nf\n"
+    assert_equal 0, hakari("record", "-m", "trace", "-o", "t.collapsed", "ruby", "-e", script)[2].exitstatus
+    assert_equal ["Module#method_added", "Object#f", "Object#f;Integer#+"],
+                 File.read(path("t.collapsed")).lines.map { |l| l.split(" ").first }.sort
+    assert_equal 0, hakari("record", "-m", "trace", "-o", "r.collapsed", "ruby", "-e", "require 'json'\n#{script}")[2].exitstatus
+    assert_match(/^Kernel#require /, File.read(path("r.collapsed")))
+  end
+
   def test_options_stop_at_the_command
     script("w.rb", "p $VERBOSE\n")
     # -w is ruby's (hakari has no -w: parsing it would be an error), so is -e after "--"

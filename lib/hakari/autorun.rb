@@ -75,13 +75,29 @@ module Hakari
       require "hakari"
       Hakari.send(:check_format, env[S::ENV_FORMAT]) # now: a bad format must not cost the whole run
       @gc_before = GC.stat # before start: the profiler's own setup is not the program's GC
+      at_exit { finish } # before start, or trace mode would count the call
       Hakari.start(**start_options(env))
-      at_exit { finish }
+      @started = true
+      resume_at_the_first_script if Hakari.pause
     rescue StandardError, ScriptError => e
       fail_with("could not start profiling: #{e.message}")
     end
 
+    # Trace mode (the one mode that pauses): this file is loaded by a require, whose rest
+    # (rubygems' bookkeeping, ~50 calls) is hakari's loading, not the program. Counting starts
+    # when the first script is compiled: the main one, or a library required before it.
+    def resume_at_the_first_script
+      tp = TracePoint.new(:script_compiled) do
+        tp.disable
+        Hakari.resume
+      end
+      tp.enable
+    end
+
     def finish
+      return unless @started
+      # trace mode: the calls below are not the program's (pause does nothing in the other modes)
+      Hakari.pause
       return unless Process.pid == @pid # a forked child: the parent writes
       gc = GC.stat # before stop: building the profile is the profiler's cost, not the program's
       data = Hakari.stop
