@@ -86,8 +86,9 @@ class WallThreadsTest < Minitest::Test
         GC.start if (i % 8).zero?
       end
     end
-    # a job that runs on a thread with no Ruby frame yet, or none left, loses its sample
-    assert_operator data[:dropped_count], :<=, data[:sample_count] / 50
+    # a job that runs on a thread with no Ruby frame yet, or none left, loses its sample: at
+    # most one at each of the 120 threads' start and end (5000 Hz; under the sanitizers, 24)
+    assert_operator data[:dropped_count], :<=, 240
     lived = per_thread(data)
     mine = data[:samples].find { |frames, *| frames.any? { |f| f[0] == "Hakari.start" } }[3]
     assert_in_delta data[:duration_ns], lived[mine], 1_000_000, "the main thread's time is whole: #{lived} #{data.counters}"
