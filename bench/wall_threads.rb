@@ -3,15 +3,16 @@
 # Wall mode with threads that wait: at every tick the job also samples each thread that is not
 # running (sampler.c sample_waiting_threads). This prints what that costs the running thread,
 # with 0, 16 and 64 threads parked in Queue#pop: the job's mean time, and the time a fixed piece
-# of work (fib) takes profiled against unprofiled (medians of ROUNDS runs each, alternated).
+# of work (fib) takes profiled against unprofiled (medians of ROUNDS runs each, alternated,
+# timed inside the session).
 #
 #   ruby bench/wall_threads.rb
-# Env: HAKARI_BENCH_ROUNDS (default 9)
+# Env: HAKARI_BENCH_ROUNDS (default 15)
 
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "hakari"
 
-ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "9"))
+ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "15"))
 
 def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)
 def now_ns = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
@@ -34,8 +35,8 @@ puts format("%-6s %12s %12s %10s %14s", "idle", "plain ms", "hakari ms", "slowdo
   jobs = []
   ROUNDS.times do
     plain << timed { fib(30) }
-    data = nil
-    profiled << timed { data = Hakari.start(mode: :wall) { fib(30) } }
+    # timed inside the session: start and stop (about 1 ms) are not the steady state
+    data = Hakari.start(mode: :wall) { profiled << timed { fib(30) } }
     c = data.counters
     jobs << c[:sampling_time_ns].fdiv([c[:sampling_count], 1].max)
   end
