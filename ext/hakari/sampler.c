@@ -43,10 +43,10 @@ static int tsc_usable; /* read once at load: the clocksource does not change und
 static rb_postponed_job_handle_t job_handle;
 #endif
 
-/* The thread's clock at the latest tick, if the worker read this thread's
- * clock (and how it was then, HK_TICK_*); else its clock now (cpu mode after
- * another thread was sampled). */
-HK_HOT static int64_t clock_at_tick(hk_thread *t, int *state, hk_leaf *leaf)
+/* Clock c at the latest tick, if the worker read that clock (and how its
+ * thread was then, HK_TICK_*); else c now (cpu mode after another thread was
+ * sampled). */
+HK_HOT static int64_t clock_at_tick(clockid_t c_want, int *state, hk_leaf *leaf)
 {
     uint32_t s1 = __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE);
     clockid_t c = S.tick.clock;
@@ -55,22 +55,29 @@ HK_HOT static int64_t clock_at_tick(hk_thread *t, int *state, hk_leaf *leaf)
     hk_leaf l = S.tick.leaf;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint32_t s2 = __atomic_load_n(&S.tick.seq, __ATOMIC_RELAXED);
-    if (s1 == s2 && !(s1 & 1) && c == t->clock && v >= 0) {
+    if (s1 == s2 && !(s1 & 1) && c == c_want && v >= 0) {
         *state = b;
         *leaf = l;
         return v;
     }
-    return hk_clock_ns(t->clock);
+    return hk_clock_ns(c_want);
 }
 
-/* this thread's clock at the tick (the worker's reading when it read this thread's clock) */
-HK_HOT static int64_t tick_weight(hk_thread *t, int *state, hk_leaf *leaf)
+/* The thread's weight up to `now` on its clock: since its previous sample
+ * (one nominal period when that is unknown), its next one starting at now;
+ * 0 when now is behind it (a sample weighed further already). */
+HK_HOT static int64_t weight_until(hk_thread *t, int64_t now)
 {
-    int64_t now = clock_at_tick(t, state, leaf);
     int64_t weight = t->prev_clock < 0 ? S.period_ns : now - t->prev_clock;
     if (weight < 0) return 0;
     t->prev_clock = now;
     return weight;
+}
+
+/* the thread's weight up to the tick (the worker's reading, when it read this thread's clock) */
+HK_HOT static int64_t tick_weight(hk_thread *t, int *state, hk_leaf *leaf)
+{
+    return weight_until(t, clock_at_tick(t->clock, state, leaf));
 }
 
 /* The job's first loads: the thread it most likely runs on and the worker's
@@ -154,13 +161,11 @@ HK_HOT static hk_thread *take_sample(void)
     return t;
 }
 
-/* a waiting thread's weight up to now, its next one starting there */
+/* a waiting thread's weight up to now (weight_until), numbering it at its first sample */
 static int64_t wait_weight(hk_thread *t, int64_t now)
 {
     if (!t->seq) t->seq = ++S.nseq;
-    int64_t weight = t->prev_clock < 0 ? S.period_ns : now - t->prev_clock;
-    if (now > t->prev_clock) t->prev_clock = now;
-    return weight < 0 ? 0 : weight;
+    return weight_until(t, now);
 }
 
 /* A waiting thread whose stack changed since its previous sample: captured
@@ -246,10 +251,9 @@ static void sample_waiting_threads(const hk_thread *cur, int64_t now)
 /* wall mode: the tick's clock reading (the monotonic clock), or now */
 static int64_t wall_tick_time(void)
 {
-    hk_thread tmp = {.clock = CLOCK_MONOTONIC};
     int state;
     hk_leaf leaf;
-    return clock_at_tick(&tmp, &state, &leaf);
+    return clock_at_tick(CLOCK_MONOTONIC, &state, &leaf);
 }
 
 /* ctx: GVL (postponed job) */
