@@ -46,6 +46,14 @@ class StackWalkTest < Minitest::Test
     end
   end
 
+  # A thread's own sample as it wakes counts its frames unchanged from the sample another
+  # thread's job took of it while it waited: the check must hold it to that one.
+  def test_both_walks_agree_when_threads_wake_where_they_were_sampled_waiting
+    counters, err = run_workload({ "HAKARI_STACK_WALK" => "verify", "WALK_SCENARIO" => "waits" }, "wall")
+    assert_operator counters[:sample_count], :>, 500
+    assert_equal 0, counters[:walk_mismatch_count], err
+  end
+
   def test_ruby_walk_can_be_forced
     counters, = run_workload({ "HAKARI_STACK_WALK" => "ruby" }, "wall")
     assert_equal "rb_profile_frames (HAKARI_STACK_WALK=ruby)", counters[:stack_walker]

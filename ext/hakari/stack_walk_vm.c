@@ -433,6 +433,14 @@ static void watch_for_continuations(void)
     }
 }
 
+/* verify mode: the result the next one's unchanged frames are checked against */
+static void remember_result(const VALUE *frames, const int *lines, int n, int limit)
+{
+    memcpy(W.last_frames, frames, (size_t)n * sizeof(VALUE));
+    memcpy(W.last_lines, lines, (size_t)n * sizeof(int));
+    W.last_n = n < limit ? n : 0; /* a cut result's root side is unknown: nothing may be claimed unchanged after it */
+}
+
 /* verify mode: the result (n frames, *same of them reported unchanged and
  * left unwritten) against what rb_profile_frames gave at the capture, and
  * those against the previous result. Returns the frame count to use; on a
@@ -456,9 +464,7 @@ static int verify_walk(const hk_cap_head *h, VALUE *frames, int *lines, int n, i
         n = m;
         *same = 0;
     }
-    memcpy(W.last_frames, W.check_frames, (size_t)m * sizeof(VALUE));
-    memcpy(W.last_lines, W.check_lines, (size_t)m * sizeof(int));
-    W.last_n = m < limit ? m : 0; /* a cut result's root side is unknown: nothing may be claimed unchanged after it */
+    remember_result(W.check_frames, W.check_lines, m, limit);
     return n;
 }
 
@@ -503,14 +509,21 @@ HK_HOT int hk_stack_walk_resolve(const uint64_t *cap, VALUE *frames, int *lines,
         W.last_leaf = NO_DEPTH;
         return -1;
     }
-    int n = vm_resolve(h, frames, lines, limit, known, 0, same);
+    /* verify mode: another thread's stack, which rb_profile_frames cannot
+     * read, is not checked; but the next result may count frames unchanged
+     * from it (the same thread's own sample, when it runs again), and those
+     * are checked against it: all its frames are written and kept */
+    int verify = W.verify_res && limit <= W.check_cap, other = (h->flags & HK_CAP_OTHER) != 0;
+    int n = vm_resolve(h, frames, lines, limit, known, verify && other, same);
     if (n < 0) {
         forget_memo(); /* may be half-updated */
         W.last_n = 0;
         return -1;
     }
-    int checked = W.verify_res && limit <= W.check_cap && !(h->flags & HK_CAP_OTHER);
-    return checked ? verify_walk(h, frames, lines, n, limit, same) : n;
+    if (!verify) return n;
+    if (!other) return verify_walk(h, frames, lines, n, limit, same);
+    remember_result(frames, lines, n, (h->flags & HK_CAP_CUT) ? n : limit);
+    return n;
 }
 
 void hk_stack_walk_mark_capture(const uint64_t *cap)
