@@ -34,6 +34,27 @@ class WallThreadsTest < Minitest::Test
     assert_in_delta 200_000_000, cumulative(data, "Kernel#sleep"), 15_000_000
   end
 
+  # On 3.1 a tick asks the thread that last took the GVL to run the job. Here that is a thread
+  # that took it only to block in Queue#pop, while the others wait too: no job ran until the
+  # spin, which got the join's 200 ms (and the sleeper's were nowhere). Each tick with no job
+  # since the previous one now asks every thread; the sleeper, waking first, runs it.
+  def test_a_thread_that_took_the_gvl_last_and_blocks_again_holds_up_no_sample
+    return unless other_threads_readable?
+
+    queue = Queue.new
+    data = Hakari.start(mode: :wall) do
+      sleeper = Thread.new { sleep 0.2 }
+      Thread.pass until sleeper.status == "sleep"
+      Thread.new { queue.pop } # takes the GVL when the main thread joins, and blocks at once
+      sleeper.join
+      Workloads.spin(0.05)
+    end
+    queue << :done
+    assert_in_delta 200_000_000, cumulative(data, "Thread#join"), 15_000_000
+    assert_in_delta 200_000_000, cumulative(data, "Kernel#sleep"), 15_000_000
+    assert_in_delta 50_000_000, cumulative(data, "Workloads.spin"), 15_000_000
+  end
+
   # Threads parked before start and all through it: each gets the session's length, in samples
   # at the asked rate, at exactly the stack Thread#backtrace_locations reads for it (lines
   # included), while the GC runs and compacts the heap under the samples that wait.

@@ -106,7 +106,10 @@ HK_HOT static hk_thread *current_thread(void)
                                                                                       : hk_sampler_thread_find(th);
     if (!t) t = hk_sampler_thread_add(th, -1);
     if (!t) return NULL;
-    if (vm_thread) t->vm_thread = vm_thread;
+    if (vm_thread && !t->vm_thread) {
+        t->vm_thread = vm_thread;
+        hk_sampler_thread_flaggable(t);
+    }
     if (!t->seq) t->seq = ++S.nseq;
     if (!t->has_clock) {
         t->clock = CLOCK_MONOTONIC;
@@ -266,6 +269,7 @@ HK_HOT static void sample_job(void *arg)
     for (size_t off = 0; off < offsetof(hk_sampler, ring.cons); off += 64) __builtin_prefetch((const char *)&S + off);
     hk_stack_walk_prefetch();
     if (!S.running || S.building) return;
+    if (S.cfg.mode == HK_MODE_WALL) __atomic_store_n(&S.job_ran, 1, __ATOMIC_RELAXED);
     uint64_t t0 = cost_clock();
     const hk_thread *t = take_sample();
     /* not when this thread's sample failed (the ring is full, or it has no frame) */
@@ -278,6 +282,22 @@ hk_leaf hk_sampler_leaf_now(void)
 {
     const void *slot = __atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED);
     return (hk_leaf){slot, hk_stack_walk_read_leaf(slot)};
+}
+
+/* ctx: signal (the worker). A trigger (hk_sampler_trigger) flags one context:
+ * the one that last took the GVL (3.1: the ractor's running_ec). That thread may be asleep
+ * again, in Queue#pop say, woken once and gone back, while every other thread
+ * is blocked too: then no job runs until one of them takes the GVL and a tick
+ * comes while it holds it. A thread that wakes and blocks again, or ends,
+ * within a period never runs one, and a thread's first job after its wait
+ * lands where it went on, not where it waited (a join's 200 ms went to the
+ * spin after it). So when no job ran since the previous tick, every thread
+ * is flagged: the first to wake runs the job, in the call it waited in, and
+ * samples the others where they wait. */
+static void flag_threads(void)
+{
+    uint32_t n = __atomic_load_n(&S.nflag, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++) hk_stack_walk_flag_jobs(S.flag_threads[i]);
 }
 
 void hk_sampler_trigger(clockid_t c, int64_t value, int state, hk_leaf leaf)
@@ -296,6 +316,7 @@ void hk_sampler_trigger(clockid_t c, int64_t value, int state, hk_leaf leaf)
 #else
     rb_postponed_job_register_one(0, sample_job, NULL);
 #endif
+    if (S.cfg.mode == HK_MODE_WALL && !__atomic_exchange_n(&S.job_ran, 0, __ATOMIC_RELAXED)) flag_threads();
 }
 
 /* ctx: signal (the timer worker's handler) — async-signal-safe only
@@ -431,6 +452,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.last_thread = (size_t)-1; /* none: the first sample looks its thread up (current_thread) */
     S.period_ns = 1000000000LL / cfg->frequency;
     S.tick.clock = (clockid_t)-1; /* no tick yet */
+    S.job_ran = 1;                /* flag_threads: from the second tick on */
     if (cfg->mode == HK_MODE_CPU) S.tick_target = hk_thread_cpu_clock(hk_gettid());
     S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);

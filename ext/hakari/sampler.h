@@ -98,6 +98,7 @@ typedef struct hk_thread {
     hk_stack_spot spot;
 } hk_thread;
 
+#define HK_FLAG_THREADS 256 /* threads the worker flags when the job waits (hk_sampler flag_threads) */
 #define HK_EVENT_FDS 4096 /* descriptors below this map to their thread's clock for the handler */
 
 /* A thread's leaf control frame as the worker read it at a tick (stack_walk.h):
@@ -190,9 +191,15 @@ typedef struct hk_sampler {
      * not bounce between cores (false sharing cost more than the stack walk) */
     _Alignas(64) volatile uint64_t trigger_count;
     hk_tick tick;
+    uint32_t job_ran;         /* wall mode: the job ran since the last tick (set by the job, taken by the worker) */
     /* owned by the worker (cpu mode's default clock), written at every look: a
      * line of its own, so it does not pull away the tick the job reads */
     _Alignas(64) hk_pacer pacer;
+    /* Wall mode: the threads the worker asks to run the job when none ran
+     * since the previous tick (sampler.c flag_threads). Appended with the GVL
+     * (hk_sampler_thread_add), read by the worker: a fixed array, never moved. */
+    _Alignas(64) uint32_t nflag;
+    const void *flag_threads[HK_FLAG_THREADS]; /* VM threads (stack_walk.h), their Thread objects marked */
     _Alignas(64) char end_of_handler_fields;
 } hk_sampler;
 

@@ -39,7 +39,16 @@ hk_thread *hk_sampler_thread_add(VALUE th, int64_t prev_clock)
     t->event_fd = -1;
     t->vm_thread = hk_stack_walk_thread_of(th);
     t->spot_valid = 0;
+    if (t->vm_thread) hk_sampler_thread_flaggable(t);
     return t;
+}
+
+void hk_sampler_thread_flaggable(const hk_thread *t)
+{
+    uint32_t n = S.nflag;
+    if (n >= HK_FLAG_THREADS) return; /* the rest wait for a job that some thread runs */
+    S.flag_threads[n] = t->vm_thread;
+    __atomic_store_n(&S.nflag, n + 1, __ATOMIC_RELEASE); /* the entry first: the worker reads up to nflag */
 }
 
 /* Thread#native_thread_id (Ruby 3.1+), or 0 */

@@ -19,6 +19,8 @@ static inline clockid_t hk_sampler_mode_clock(void)
 hk_thread *hk_sampler_thread_find(VALUE th);
 /* a new record with prev_clock as its baseline (-1: unknown); NULL when out of memory */
 hk_thread *hk_sampler_thread_add(VALUE th, int64_t prev_clock);
+/* the thread's VM struct is known (t->vm_thread): the worker may flag it (sampler.c flag_threads) */
+void hk_sampler_thread_flaggable(const hk_thread *t);
 /* at start: a record (and a baseline clock) for every live thread, and the
  * thread begin/end hook that keeps them as threads come and go */
 void hk_sampler_threads_start(void);

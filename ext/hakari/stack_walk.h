@@ -73,6 +73,11 @@ typedef struct hk_stack_spot {
 int hk_stack_walk_spot(const void *vm_thread, hk_stack_spot *out);
 /* hk_stack_walk_capture of the thread's stack; -1 when it has none to read */
 long hk_stack_walk_capture_thread(const void *vm_thread, uint64_t *out, size_t room);
+/* ctx: any thread, async-signal-safe (the timer's worker). Asks the thread
+ * to run the postponed jobs at its next interrupt check, as Ruby's own
+ * rb_postponed_job_register does for the context it picks. The thread's
+ * Thread object must be kept alive (the sampler marks it). */
+void hk_stack_walk_flag_jobs(const void *vm_thread);
 
 /* ctx: the sampler's resolve lock (any thread, no GVL needed). The frames of
  * the capture at cap, as rb_profile_frames(0, limit,

@@ -582,6 +582,17 @@ int hk_stack_walk_spot(const void *vm_thread, hk_stack_spot *out)
     return 0;
 }
 
+/* The context the thread runs now (a fiber's, or its root fiber's, which
+ * lives as long as the Thread object). A fiber's context may be freed once
+ * its thread has moved to another and the GC swept it: the window between
+ * this read and the write is a few instructions, the one Ruby's own timer
+ * accepts when it flags the ractor's running context (cont.c ec_switch). */
+void hk_stack_walk_flag_jobs(const void *vm_thread)
+{
+    vm_ec *ec = __atomic_load_n((vm_ec *const *)&((const vm_thread_head *)vm_thread)->ec, __ATOMIC_RELAXED);
+    if (ec) __atomic_fetch_or(&ec->interrupt_flag, VM_POSTPONED_JOB_INTERRUPT, __ATOMIC_RELAXED);
+}
+
 long hk_stack_walk_capture_thread(const void *vm_thread, uint64_t *out, size_t room)
 {
     W.walked_ec = NULL;

@@ -64,7 +64,7 @@ typedef struct vm_ec {
     size_t vm_stack_size; /* in VALUEs; the control frames end where the stack does */
     vm_frame *cfp;        /* the leaf frame */
     void *tag;
-    uint32_t interrupt_flag, interrupt_mask;
+    uint32_t interrupt_flag, interrupt_mask; /* rb_atomic_t */
     void *fiber_ptr;
     const void *thread_ptr; /* the thread's rb_thread_t, which its Thread object wraps */
 } vm_ec;
@@ -79,6 +79,8 @@ typedef struct vm_thread_head {
 
 extern __thread vm_ec *ruby_current_ec;          /* vm.c; exported by libruby */
 unsigned int rb_iseq_line_no(const void *iseq, size_t pos); /* iseq.c; exported */
+
+#define VM_POSTPONED_JOB_INTERRUPT 0x04 /* POSTPONED_JOB_INTERRUPT_MASK (vm_core.h) */
 
 /* env data around ep (vm_core.h) */
 #define EP_ME_CREF (-2)
