@@ -538,7 +538,6 @@ static void fill_stats(hk_sampler_stats *st)
     fill_stats_since_clear(st, &totals);
 }
 
-
 hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
 {
     if (!S.running) return NULL;

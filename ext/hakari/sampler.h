@@ -191,7 +191,8 @@ typedef struct hk_sampler {
      * not bounce between cores (false sharing cost more than the stack walk) */
     _Alignas(64) volatile uint64_t trigger_count;
     hk_tick tick;
-    uint32_t job_ran;         /* wall mode: the job ran since the last tick (set by the job, taken by the worker) */
+    uint32_t job_ran;         /* wall mode: the job ran since the last tick (set by the job, taken by the
+                                 worker; not sampling_count, whose line the worker would pull from the job) */
     /* owned by the worker (cpu mode's default clock), written at every look: a
      * line of its own, so it does not pull away the tick the job reads */
     _Alignas(64) hk_pacer pacer;

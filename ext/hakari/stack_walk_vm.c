@@ -433,12 +433,14 @@ static void watch_for_continuations(void)
     }
 }
 
-/* verify mode: the result the next one's unchanged frames are checked against */
-static void remember_result(const VALUE *frames, const int *lines, int n, int limit)
+/* verify mode: the result the next one's unchanged frames are checked against;
+ * whole: it reaches the root (a cut result's root side is unknown, so nothing
+ * may be claimed unchanged after it) */
+static void remember_result(const VALUE *frames, const int *lines, int n, int whole)
 {
     memcpy(W.last_frames, frames, (size_t)n * sizeof(VALUE));
     memcpy(W.last_lines, lines, (size_t)n * sizeof(int));
-    W.last_n = n < limit ? n : 0; /* a cut result's root side is unknown: nothing may be claimed unchanged after it */
+    W.last_n = whole ? n : 0;
 }
 
 /* verify mode: the result (n frames, *same of them reported unchanged and
@@ -464,7 +466,7 @@ static int verify_walk(const hk_cap_head *h, VALUE *frames, int *lines, int n, i
         n = m;
         *same = 0;
     }
-    remember_result(W.check_frames, W.check_lines, m, limit);
+    remember_result(W.check_frames, W.check_lines, m, m < limit);
     return n;
 }
 
@@ -522,7 +524,7 @@ HK_HOT int hk_stack_walk_resolve(const uint64_t *cap, VALUE *frames, int *lines,
     }
     if (!verify) return n;
     if (!other) return verify_walk(h, frames, lines, n, limit, same);
-    remember_result(frames, lines, n, (h->flags & HK_CAP_CUT) ? n : limit);
+    remember_result(frames, lines, n, n < limit && !*cut);
     return n;
 }
 
