@@ -8,7 +8,8 @@ require "hakari/hakari"
 module Hakari
   MODES = %i[cpu wall trace].freeze
   MEASURES = %i[wall cpu allocations].freeze
-  FORMATS = %i[pprof collapsed text flat graph callgrind dot].freeze
+  # the output formats, from the engine's one list of them (ext/hakari/format/formats.c)
+  FORMATS = Native.formats.map(&:first).freeze
   DEFAULT_FREQUENCY = 1000
   DEFAULT_MAX_DEPTH = 1024
 
@@ -95,19 +96,9 @@ module Hakari
       path
     end
 
-    # callgrind.out.* :callgrind, .dot :dot, .flat.txt :flat, .graph.txt :graph, .collapsed :collapsed,
-    # .txt :text, anything else (.pb.gz) :pprof
-    def format_for(path)
-      case path.to_s
-      when %r{(\A|/)callgrind\.out[^/]*\z} then :callgrind
-      when /\.dot\z/ then :dot
-      when /\.flat\.txt\z/ then :flat
-      when /\.graph\.txt\z/ then :graph
-      when /\.collapsed\z/ then :collapsed
-      when /\.txt\z/ then :text
-      else :pprof
-      end
-    end
+    # The format a path's name selects: callgrind.out.* :callgrind, .dot :dot, .flat.txt :flat,
+    # .graph.txt :graph, .collapsed :collapsed, .txt :text, anything else (.pb.gz) :pprof.
+    def format_for(path) = Native.format_for(path.to_s)
 
     private
 

@@ -52,7 +52,7 @@ class PprofTest < Minitest::Test
       assert_match(/^samples\/count cpu\/nanoseconds\[dflt\]$/, raw)
       assert_match(/Comment: hakari \d+\.\d+\.\d+/, raw)
       assert_match(/Comment: ruby=ruby 3\./, raw)
-      assert_match(/Comment: triggers=\d+ sampling_callbacks=\d+ samples=\d+ dropped=0/, raw)
+      assert_match(/Comment: trigger_count=\d+ sampling_count=\d+ sample_count=\d+ dropped_count=0 /, raw)
       assert_match(/thread:\[1\]/, raw)
       assert_match(/^Duration: /, raw)
     end

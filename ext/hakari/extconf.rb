@@ -35,7 +35,7 @@ vm_walk_src = <<~C
   int main(void) { return ruby_current_ec != 0 && rb_iseq_line_no(0, 0) == 1; }
 C
 if ENV["HAKARI_STACK_WALK"] != "ruby" && checking_for("Ruby 3.1's control frames") { try_link(vm_walk_src) }
-  $defs << "-DHK_VM_LAYOUT_31"
+  $defs << "-DHK_VM_LAYOUT=31"
 end
 
 # the gem's version, from its one source, for the profiles' comments
@@ -58,4 +58,19 @@ if ENV["HAKARI_SANITIZE"] == "1"
   $LDFLAGS << sanitize
 end
 
+# The sources live in one folder per layer (ext/hakari/README.md); mkmf builds from them all,
+# its objects side by side in one build folder, so no two sources may share a base name.
+LAYERS = %w[core format clock stack_walk sampler tracer].freeze
+sources = Dir[File.join(__dir__, "*.c")] + LAYERS.flat_map { |d| Dir[File.join(__dir__, d, "*.c")] }
+names = sources.map { |f| File.basename(f) }
+twice = names.tally.select { |_, n| n > 1 }.keys
+abort "hakari: sources share a base name, which one build folder cannot hold: #{twice.join(', ')}" if twice.any?
+$srcs = names
+$VPATH.concat(LAYERS.map { |d| "$(srcdir)/#{d}" })
+$INCFLAGS << LAYERS.map { |d| " -I$(srcdir)/#{d}" }.join
+
+# each object's header dependencies, so that a changed header rebuilds what includes it
+$CFLAGS << " -MMD -MP"
+
 create_makefile("hakari/hakari")
+File.open("Makefile", "a") { |f| f.puts "-include $(OBJS:.o=.d)" }

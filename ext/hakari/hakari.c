@@ -9,23 +9,17 @@
 #include <sys/resource.h>
 
 #include "buf.h"
-#include "callgrind_encode.h"
 #include "calltree.h"
-#include "dot_encode.h"
-#include "flat_report.h"
-#include "graph_report.h"
-#include "collapsed_encode.h"
-#include "pprof_encode.h"
+#include "formats.h"
 #include "profile.h"
 #include "sampler.h"
-#include "text_report.h"
+#include "stack_walk.h"
 #include "tracer.h"
 
 static VALUE mHakari, mNative, cProfile;
 
 #define SET(h, k, v) rb_hash_aset(h, ID2SYM(rb_intern(k)), v)
-static ID id_cpu, id_wall, id_allocations, id_trace, id_pprof, id_collapsed, id_text, id_flat, id_graph,
-    id_callgrind, id_dot;
+static ID id_cpu, id_wall, id_allocations, id_trace;
 
 /* ---- Hakari::Profile ----------------------------------------------------- */
 
@@ -69,32 +63,28 @@ static profile_obj *profile_get(VALUE self)
     return o;
 }
 
-/* Profile#encode(format) -> String; format is :pprof, :collapsed or :text */
+/* ", :pprof, :collapsed ..." for an error message, from the list of formats */
+static VALUE format_names(void)
+{
+    VALUE s = rb_str_new_cstr("");
+    for (size_t i = 0; i < hk_nformats; i++)
+        rb_str_catf(s, "%s:%s", i == 0 ? "" : i + 1 == hk_nformats ? " or " : ", ", hk_formats[i].name);
+    return s;
+}
+
+/* Profile#encode(format) -> String; format is one of Hakari::FORMATS (formats.h) */
 static VALUE profile_encode(VALUE self, VALUE format)
 {
     profile_obj *o = profile_get(self);
-    ID f = SYMBOL_P(format) ? SYM2ID(format) : 0;
-    size_t vi = hk_profile_default_value(o->p);
+    const hk_format *f = SYMBOL_P(format) ? hk_format_named(rb_id2name(SYM2ID(format))) : NULL;
+    if (!f) rb_raise(rb_eArgError, "unknown format %+" PRIsVALUE " (expected %" PRIsVALUE ")", format, format_names());
     hk_buf b;
     hk_buf_init(&b);
-    int rc;
-    if (f == id_pprof) rc = hk_pprof_encode(o->p, &b, 1);
-    else if (f == id_collapsed) rc = hk_collapsed_encode(o->p, vi, &b);
-    else if (f == id_text) rc = hk_text_report(o->p, vi, 50, &b);
-    else if (f == id_flat) rc = hk_flat_report(o->p, 0, &b);
-    else if (f == id_graph) rc = hk_graph_report(o->p, 0, &b);
-    else if (f == id_callgrind) rc = hk_callgrind_encode(o->p, &b);
-    else if (f == id_dot) rc = hk_dot_encode(o->p, &b);
-    else
-        rb_raise(rb_eArgError,
-                 "unknown format %+" PRIsVALUE " (expected :pprof, :collapsed, :text, :flat, :graph, :callgrind or :dot)",
-                 format);
-    if (rc < 0) {
+    if (f->encode(o->p, &b) < 0) {
         hk_buf_free(&b);
         rb_raise(rb_eNoMemError, "hakari: out of memory while encoding the profile");
     }
-    VALUE s = f == id_pprof ? rb_str_new((const char *)b.data, (long)b.len)
-                            : rb_utf8_str_new((const char *)b.data, (long)b.len);
+    VALUE s = f->text ? rb_utf8_str_new((const char *)b.data, (long)b.len) : rb_str_new((const char *)b.data, (long)b.len);
     hk_buf_free(&b);
     return s;
 }
@@ -233,22 +223,14 @@ static VALUE profile_counters(VALUE self)
     SET(h, "aggregate", st->aggregate ? Qtrue : Qfalse);
     SET(h, "start_time_ns", LL2NUM(st->start_time_ns));
     SET(h, "duration_ns", LL2NUM(st->duration_ns));
-    SET(h, "trigger_count", ULL2NUM(st->trigger_count));
-    SET(h, "sampling_count", ULL2NUM(st->sampling_count));
-    SET(h, "sample_count", ULL2NUM(st->sample_count));
-    SET(h, "dropped_count", ULL2NUM(st->dropped_count));
-    SET(h, "moved_count", ULL2NUM(st->moved_count));
-    SET(h, "stale_count", ULL2NUM(st->stale_count));
-    SET(h, "sampling_time_ns", ULL2NUM(st->sampling_time_ns));
-    SET(h, "stack_walk_time_ns", ULL2NUM(st->stack_walk_time_ns));
-    SET(h, "resolve_time_ns", ULL2NUM(st->resolve_time_ns));
-    SET(h, "timer_cpu_ns", ULL2NUM(st->timer_cpu_ns));
+#define COUNTER(name, what) SET(h, #name, ULL2NUM(st->name));
+    HK_SAMPLER_COUNTERS(COUNTER)
+#undef COUNTER
     SET(h, "thread_count", ULL2NUM(st->thread_count));
     SET(h, "unique_frames", ULL2NUM(st->unique_frames));
     SET(h, "unique_stacks", ULL2NUM(st->unique_stacks));
     SET(h, "timer", rb_str_new_cstr(st->timer_kind ? st->timer_kind : "none"));
     SET(h, "stack_walker", rb_str_new_cstr(st->stack_walker ? st->stack_walker : "none"));
-    SET(h, "walk_mismatch_count", ULL2NUM(st->walk_mismatch_count));
     return h;
 }
 
@@ -276,6 +258,20 @@ static int boolean_option(const char *what, VALUE v)
     return v == Qtrue;
 }
 
+/* An environment knob's value: index in `accepted` (0 for unset or empty), or
+ * ArgumentError naming the variable, the value and what is accepted. Read at
+ * each start, here only, into the configuration. */
+static int env_choice(const char *var, const char *const *accepted, int n)
+{
+    const char *v = getenv(var);
+    if (!v || !*v) return 0;
+    for (int i = 1; i < n; i++)
+        if (strcmp(v, accepted[i]) == 0) return i;
+    VALUE list = rb_str_new_cstr("");
+    for (int i = 1; i < n; i++) rb_str_catf(list, "%s%s", i == 1 ? "" : " or ", accepted[i]);
+    rb_raise(rb_eArgError, "invalid %s=%s (expected %" PRIsVALUE ", or unset)", var, v, list);
+}
+
 /* Native.start(mode, frequency, aggregate, max_depth) -> true */
 static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregate, VALUE max_depth)
 {
@@ -294,6 +290,9 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
                  HK_MAX_MAX_DEPTH);
     cfg.max_depth = (int)x;
     cfg.aggregate = boolean_option("aggregate", aggregate);
+    static const char *const clocks[] = {"", "perf"}, *const walks[] = {"", "ruby", "verify"};
+    cfg.cpu_clock = (hk_cpu_clock_choice)env_choice("HAKARI_CPU_CLOCK", clocks, 2);
+    cfg.walk = env_choice("HAKARI_STACK_WALK", walks, 3);
     char err[256];
     if (hk_tracer_running()) rb_raise(rb_eRuntimeError, "hakari: hakari is already running");
     if (hk_sampler_start(&cfg, err, sizeof(err)) < 0) rb_raise(rb_eRuntimeError, "hakari: %s", err);
@@ -376,6 +375,25 @@ static VALUE native_snapshot(VALUE mod, VALUE clear)
 
 static VALUE native_running_p(VALUE mod) { return hk_sampler_running() || hk_tracer_running() ? Qtrue : Qfalse; }
 
+/* Native.formats -> [[name, default_file, text?], ...]: the list of formats (formats.h) */
+static VALUE native_formats(VALUE mod)
+{
+    VALUE out = rb_ary_new_capa((long)hk_nformats);
+    for (size_t i = 0; i < hk_nformats; i++) {
+        const hk_format *f = &hk_formats[i];
+        VALUE row = rb_ary_new_from_args(3, ID2SYM(rb_intern(f->name)), rb_str_freeze(rb_str_new_cstr(f->default_file)),
+                                         f->text ? Qtrue : Qfalse);
+        rb_ary_push(out, rb_obj_freeze(row));
+    }
+    return rb_obj_freeze(out);
+}
+
+/* Native.format_for(path) -> Symbol: the format the path's name selects (formats.h) */
+static VALUE native_format_for(VALUE mod, VALUE path)
+{
+    return ID2SYM(rb_intern(hk_format_for_path(StringValueCStr(path))->name));
+}
+
 static VALUE tv_ns(struct timeval tv) { return LL2NUM((long long)tv.tv_sec * 1000000000LL + tv.tv_usec * 1000LL); }
 
 /* Native.children_rusage -> Hash: getrusage(RUSAGE_CHILDREN), for `hakari stat` */
@@ -411,13 +429,6 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     id_wall = rb_intern("wall");
     id_allocations = rb_intern("allocations");
     id_trace = rb_intern("trace");
-    id_pprof = rb_intern("pprof");
-    id_collapsed = rb_intern("collapsed");
-    id_text = rb_intern("text");
-    id_flat = rb_intern("flat");
-    id_graph = rb_intern("graph");
-    id_callgrind = rb_intern("callgrind");
-    id_dot = rb_intern("dot");
 
     mHakari = rb_define_module("Hakari");
     mNative = rb_define_module_under(mHakari, "Native");
@@ -430,6 +441,8 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_module_function(mNative, "resume", native_resume, 0);
     rb_define_module_function(mNative, "paused?", native_paused_p, 0);
     rb_define_module_function(mNative, "children_rusage", native_children_rusage, 0);
+    rb_define_module_function(mNative, "formats", native_formats, 0);
+    rb_define_module_function(mNative, "format_for", native_format_for, 1);
     rb_define_const(mNative, "MIN_FREQUENCY", INT2NUM(HK_MIN_FREQUENCY));
     rb_define_const(mNative, "MAX_FREQUENCY", INT2NUM(HK_MAX_FREQUENCY));
 
@@ -440,8 +453,9 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_method(cProfile, "samples", profile_samples, 0);
     rb_define_method(cProfile, "methods_table", profile_methods, 0);
 
-    /* the GC calls dmark only when the data pointer is non-NULL, so point it at the sampler */
-    VALUE root = TypedData_Wrap_Struct(rb_cObject, &root_type, &hk_the_sampler);
+    /* the GC calls dmark only when the data pointer is non-NULL: point it at anything */
+    static int root_data;
+    VALUE root = TypedData_Wrap_Struct(rb_cObject, &root_type, &root_data);
     rb_gc_register_mark_object(root);
     hk_sampler_init();
     hk_tracer_init();

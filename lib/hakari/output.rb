@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "hakari/hakari" # the engine's list of formats (Hakari::Native.formats)
+
 module Hakari
   # Where a profile goes, and how it gets there without harm:
   # - a symbolic link is followed: the profile goes to its target, and the link stays;
@@ -28,15 +30,8 @@ module Hakari
     # The file written when no path is given, named so that the format is known from the name
     # again (Hakari.format_for): hakari.pb.gz, hakari.collapsed, callgrind.out.hakari, ...
     def default_path(format)
-      case format&.to_sym
-      when :collapsed then "hakari.collapsed"
-      when :text then "hakari.txt"
-      when :flat then "hakari.flat.txt"
-      when :graph then "hakari.graph.txt"
-      when :callgrind then "callgrind.out.hakari"
-      when :dot then "hakari.dot"
-      else "hakari.pb.gz"
-      end
+      formats = Native.formats
+      (formats.assoc(format&.to_sym) || formats.first)[1]
     end
 
     # Why nothing can be written to path, as a phrase, or nil when it can.

@@ -18,11 +18,11 @@ done
 B=build/tools
 SRC=../../ext/hakari
 mkdir -p "$B"
-CORE="buf u64_map intern_table strtab profile protobuf pprof_encode pprof_decode calltree flat_report
-      graph_report callgrind_encode dot_encode"
+CORE="core/buf core/u64_map core/intern_table core/strtab core/profile core/protobuf format/pprof_encode
+      format/pprof_decode core/calltree format/flat_report format/graph_report format/callgrind_encode format/dot_encode"
 ${CC:-gcc} -std=c11 -Wall -Wextra -Werror -g -fsanitize=address,undefined -fno-sanitize-recover=all \
-    -I"$SRC" report_driver.c fixture.c $(for c in $CORE; do echo "$SRC/$c.c"; done) -lz -o "$B/report_driver" ||
-    exit 2
+    -I"$SRC/core" -I"$SRC/format" report_driver.c fixture.c $(for c in $CORE; do echo "$SRC/$c.c"; done) -lz \
+    -o "$B/report_driver" || exit 2
 
 passed=0 failed=0
 ok() { passed=$((passed + 1)); printf '  ok    %s\n' "$1"; }

@@ -1,11 +1,11 @@
 /* stack_walk_vm.c — the control-frame walker (see stack_walk_vm.h for how it
  * works): the job's capture, the worker's resolve, verify mode and the
- * start's self-check. Its tables' lifecycle is stack_walk_vm_session.c.
+ * start's self-check. Its tables' lifecycle is stack_walk_vm_tables.c.
  */
 #include "stack_walk.h"
-#include "stack_walk_internal.h"
+#include "stack_walk_int.h"
 
-#ifdef HK_VM_LAYOUT_31
+#ifdef HK_VM_LAYOUT
 
 #include <stdlib.h>
 #include <string.h>
@@ -384,7 +384,7 @@ static int same_walk(const VALUE *f1, const int *l1, int n1, const VALUE *f2, co
 
 int hk_vm_self_check(int limit)
 {
-    /* Its buffers stay with the tables (stack_walk_vm_session.c): in a heap the
+    /* Its buffers stay with the tables (stack_walk_vm_tables.c): in a heap the
      * program has fragmented, one malloc of this size made glibc consolidate
      * its free lists and took 0.2-1 ms, at every start (measured on kramdown). */
     if (!W.self_check_cap && !(W.self_check_cap = malloc(vm_capture_words(1) * sizeof(uint64_t)))) return -1;
@@ -478,7 +478,7 @@ HK_HOT void hk_stack_walk_prefetch(void)
 
 size_t hk_stack_walk_capture_room(void)
 {
-    size_t generic = hk_profile_frames_room();
+    size_t generic = hk_rbframes_room();
     if (!W.enabled) return generic;
     size_t vm = vm_capture_room();
     return vm > generic ? vm : generic;
@@ -487,10 +487,10 @@ size_t hk_stack_walk_capture_room(void)
 HK_HOT long hk_stack_walk_capture(uint64_t *out, size_t room)
 {
     W.walked_ec = NULL;
-    if (!W.enabled) return hk_profile_frames_capture(out, room);
+    if (!W.enabled) return hk_rbframes_capture(out, room);
     if (W.marks && !(hk_walks & 63)) watch_for_continuations();
     long words = vm_capture(out, room);
-    return words > 0 ? words : hk_profile_frames_capture(out, room);
+    return words > 0 ? words : hk_rbframes_capture(out, room);
 }
 
 HK_HOT int hk_stack_walk_resolve(const uint64_t *cap, VALUE *frames, int *lines, int limit, uint64_t known, int *same,
@@ -503,7 +503,7 @@ HK_HOT int hk_stack_walk_resolve(const uint64_t *cap, VALUE *frames, int *lines,
     if (h->kind == HK_CAP_RESOLVED) {
         W.last_leaf = NO_DEPTH; /* the memo does not hold this result */
         W.last_n = 0;
-        return hk_profile_frames_resolve(h, frames, lines, limit, known, same);
+        return hk_rbframes_resolve(h, frames, lines, limit, known, same);
     }
     const raw_frame *raw = (const raw_frame *)(cap + HK_CAP_HEAD_WORDS);
     /* taken before the memo was lost, trusting it: the frames below are unknown */
@@ -533,7 +533,7 @@ void hk_stack_walk_mark_capture(const uint64_t *cap)
     const hk_cap_head *h = (const hk_cap_head *)cap;
     size_t at = HK_CAP_HEAD_WORDS;
     if (h->kind == HK_CAP_RESOLVED) {
-        hk_profile_frames_mark_capture(h);
+        hk_rbframes_mark_capture(h);
         return;
     }
     const raw_frame *raw = (const raw_frame *)(cap + at);

@@ -1,7 +1,7 @@
 /* stack_walk_vm.h — what the control-frame walker's two files share: Ruby
  * 3.1's layouts, the capture's and the memo's records and the walker's state.
  * stack_walk_vm.c walks (the job's capture, the worker's resolve, verify mode
- * and the start's self-check); stack_walk_vm_session.c allocates, keeps and
+ * and the start's self-check); stack_walk_vm_tables.c allocates, keeps and
  * frees the tables a session uses. The walker, as stack_walk.h offers it:
  *
  * The job captures: from the leaf down, each control frame's pc, iseq, whether
@@ -44,7 +44,7 @@
 #include <ruby/debug.h>
 
 #include "pair_map.h"
-#include "stack_walk_internal.h"
+#include "stack_walk_int.h"
 
 /* Ruby 3.1's rb_control_frame_t */
 typedef struct vm_frame {

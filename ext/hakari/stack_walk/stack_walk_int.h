@@ -1,4 +1,4 @@
-/* stack_walk_internal.h — what the walker's two files share: stack_walk.c
+/* stack_walk_int.h — what the walker's two files share: stack_walk.c
  * (walk numbers, the rb_profile_frames walker) and stack_walk_vm.c (the
  * control-frame walker, which falls back on the other).
  */
@@ -36,16 +36,16 @@ enum { HK_CAP_FRAMES = 1, HK_CAP_RESOLVED = 2 };
 /* words for n frames and n lines, as a resolved capture and verify mode keep them */
 #define HK_CAP_RESOLVED_WORDS(n) ((size_t)(n) + ((size_t)(n) + 1) / 2)
 
-/* rb_profile_frames, keeping its latest result to tell the next walk how much
- * of it is unchanged: sized for limit frames (0, or -1 when out of memory),
- * freed, captured and resolved (as hk_stack_walk_capture and _resolve) */
-int hk_profile_frames_start(int limit);
-void hk_profile_frames_stop(void);
-long hk_profile_frames_capture(uint64_t *out, size_t room);
-size_t hk_profile_frames_room(void);
-int hk_profile_frames_resolve(const hk_cap_head *h, VALUE *frames, int *lines, int limit, uint64_t known, int *same);
-void hk_profile_frames_mark_capture(const hk_cap_head *h);
-size_t hk_profile_frames_memsize(void);
+/* rbframes.c: rb_profile_frames, keeping its latest result to tell the next
+ * walk how much of it is unchanged: sized for limit frames (0, or -1 when out
+ * of memory), freed, captured and resolved (as hk_stack_walk_capture and _resolve) */
+int hk_rbframes_start(int limit);
+void hk_rbframes_stop(void);
+long hk_rbframes_capture(uint64_t *out, size_t room);
+size_t hk_rbframes_room(void);
+int hk_rbframes_resolve(const hk_cap_head *h, VALUE *frames, int *lines, int limit, uint64_t known, int *same);
+void hk_rbframes_mark_capture(const hk_cap_head *h);
+size_t hk_rbframes_memsize(void);
 
 /* rb_profile_frames(0, limit) written at `at` as frames, then their lines
  * packed after them (HK_CAP_RESOLVED_WORDS(n) words, room for limit);

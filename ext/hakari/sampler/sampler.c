@@ -1,8 +1,8 @@
-/* sampler.c — timer -> postponed job -> capture, and the session's lifecycle
+/* sampler.c — timer -> postponed job -> capture, and the sampler's lifecycle
  * (see sampler.h); the captures' aggregation is sampler_resolve.c.
  *
  * At each tick the timer's worker reads the clock (in wall mode in its signal
- * handler, in cpu mode in its own paced loop: see cpu_pacer.c), counts, and
+ * handler, in cpu mode as cpu_clock.c decides), counts, and
  * triggers the postponed job. The job runs on whichever Ruby thread reaches a
  * safepoint holding the GVL; it weighs the sample by *that thread's* clock at
  * the tick minus its clock at its previous sample (CPU clock in cpu mode,
@@ -17,7 +17,7 @@
  * caller resolves what is left (sampler_resolve.c).
  */
 #include "buf.h"
-#include "sampler_internal.h"
+#include "sampler_int.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -29,14 +29,14 @@
 #include <ruby/debug.h>
 #include <ruby/thread.h>
 
+#include "cpu_clock.h"
 #include "cpu_events.h"
-#include "cpu_pacer.h"
 #include "hot.h"
-#include "sampler_threads.h"
+#include "pace.h"
 #include "stack_walk.h"
 #include "timer.h"
 
-hk_sampler hk_the_sampler;
+
 
 static int tsc_usable; /* read once at load: the clocksource does not change under a running program */
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
@@ -154,8 +154,7 @@ HK_HOT static hk_thread *take_sample(void)
         t->spot_valid = 0; /* it ran: its next wait starts a new stack */
         if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
         /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
-        if (S.cfg.mode == HK_MODE_CPU && __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED) != t->clock)
-            __atomic_store_n(&S.tick_target, t->clock, __ATOMIC_RELAXED); /* written only on change: the worker reads it */
+        if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_watch(t->clock);
         const void *slot = hk_stack_walk_leaf_slot();
         if (__atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED) != slot)
             __atomic_store_n(&S.leaf_slot, slot, __ATOMIC_RELAXED);
@@ -193,7 +192,7 @@ static int sample_waiting_stack(hk_thread *t, int64_t now)
 }
 
 /* The threads marked again: one record of (thread, weight) pairs, a few
- * hundred at a time (sampler_internal.h), each adding to its previous stack.
+ * hundred at a time (sampler_int.h), each adding to its previous stack.
  * 0, or -1 when the ring is full. */
 static int sample_unchanged_stacks(size_t count, int64_t now)
 {
@@ -319,19 +318,18 @@ void hk_sampler_trigger(clockid_t c, int64_t value, int state, hk_leaf leaf)
     if (S.cfg.mode == HK_MODE_WALL && !__atomic_exchange_n(&S.job_ran, 0, __ATOMIC_RELAXED)) flag_threads();
 }
 
-/* ctx: signal (the timer worker's handler) — async-signal-safe only
- * (clock_gettime is). Reading a thread's CPU clock here is a system call, but
- * on the worker thread, not on the profiled one. */
+/* ctx: signal (wall mode: the timer worker's handler) — async-signal-safe only
+ * (clock_gettime is). */
 static void on_timer(int fd)
 {
-    clockid_t c = __atomic_load_n(&S.tick_target, __ATOMIC_RELAXED);
-    if (S.use_events) {
-        /* a thread's counter overflowed: that thread's clock is the one to read */
-        if (fd >= 0 && fd < HK_EVENT_FDS && S.fd_clock[fd]) c = S.fd_clock[fd];
-    }
+    (void)fd;
     hk_leaf leaf = hk_sampler_leaf_now();
-    hk_sampler_trigger(c, hk_clock_ns(c), HK_TICK_RUNNING, leaf);
+    hk_sampler_trigger(CLOCK_MONOTONIC, hk_clock_ns(CLOCK_MONOTONIC), HK_TICK_RUNNING, leaf);
 }
+
+/* cpu mode's ticks (cpu_clock.h), on the worker: the leaf just before the clock reading, then the tick */
+static void cpu_before_tick(void) { S.worker_leaf = hk_sampler_leaf_now(); }
+static void cpu_tick(clockid_t c, int64_t value, int state) { hk_sampler_trigger(c, value, state, S.worker_leaf); }
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
@@ -350,7 +348,6 @@ static void free_tables(void)
     free(S.key_buf);
     free(S.tick_stacks);
     hk_ring_free(&S.ring);
-    free(S.fd_clock);
     memset(&S, 0, sizeof(S));
 }
 
@@ -371,7 +368,6 @@ static void keep_tables(void)
     hk_stack_walk_end();
     hk_sampler old = S;
     memset(&S, 0, sizeof(S));
-    free(old.fd_clock); /* perf clocks' only, and small */
     S.kept = 1;
     S.buf_depth = old.buf_depth;
     S.reserved_size = old.reserved_size;
@@ -413,7 +409,7 @@ static void *nothing(void *arg) { return arg; }
 static int alloc_tables(const hk_sampler_config *cfg)
 {
     S.key_stack = -1;
-    if (hk_stack_walk_start(cfg->max_depth + 1) < 0) return -1;
+    if (hk_stack_walk_start(cfg->max_depth + 1, cfg->walk) < 0) return -1;
     if (!S.frame_buf) {
         size_t depth = (size_t)cfg->max_depth + 1 + HK_OWN_FRAMES;
         S.buf_depth = cfg->max_depth;
@@ -448,12 +444,10 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    S.tick_target = CLOCK_MONOTONIC;
     S.last_thread = (size_t)-1; /* none: the first sample looks its thread up (current_thread) */
     S.period_ns = 1000000000LL / cfg->frequency;
     S.tick.clock = (clockid_t)-1; /* no tick yet */
     S.job_ran = 1;                /* flag_threads: from the second tick on */
-    if (cfg->mode == HK_MODE_CPU) S.tick_target = hk_thread_cpu_clock(hk_gettid());
     S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     S.start_tsc = hk_tsc();
@@ -466,13 +460,16 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
      * stop-time tail (take_tail_sample) keeps what is still missed from being lost. */
     rb_thread_call_without_gvl(nothing, NULL, RUBY_UBF_IO, NULL);
     S.running = 1;
-    /* HAKARI_CPU_CLOCK=perf: cpu mode ticks on each thread's own CPU time (README) */
-    const char *how = getenv("HAKARI_CPU_CLOCK");
-    int perf = cfg->mode == HK_MODE_CPU && how && strcmp(how, "perf") == 0;
     hk_timer_set_idle(hk_resolve_on_worker);
-    if (perf && hk_sampler_events_start(on_timer, err, errlen) == 0) return 0;
-    int rc = cfg->mode == HK_MODE_CPU ? hk_cpu_pacer_start(err, errlen)
-                                      : hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen);
+    int rc;
+    if (cfg->mode == HK_MODE_CPU) {
+        const hk_tick_hooks hooks = {cpu_before_tick, cpu_tick};
+        rc = hk_cpu_clock_start(S.period_ns, cfg->cpu_clock == HK_CPU_CLOCK_PERF,
+                                hk_thread_cpu_clock(hk_gettid()), &hooks, err, errlen);
+        if (rc == 0) hk_sampler_threads_clock();
+    } else {
+        rc = hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen);
+    }
     if (rc < 0) {
         S.running = 0;
         free_tables();
@@ -481,7 +478,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
-/* the session's stats from its start */
+/* the stats from start */
 static void fill_totals(hk_sampler_stats *st)
 {
     memset(st, 0, sizeof(*st));
@@ -494,7 +491,8 @@ static void fill_totals(hk_sampler_stats *st)
     st->trigger_count = __atomic_load_n(&S.trigger_count, __ATOMIC_RELAXED);
     st->sampling_count = S.sampling_count;
     st->sample_count = S.sample_count;
-    st->dropped_count = S.dropped_count + S.unresolved_count;
+    /* a clock that failed as it fell back from perf counters takes no sample: said once */
+    st->dropped_count = S.dropped_count + S.unresolved_count + (S.cfg.mode == HK_MODE_CPU && hk_cpu_clock_failed());
     st->moved_count = S.moved_count;
     st->stale_count = S.stale_count;
     /* TSC ticks -> ns, calibrated against the monotonic clock since start */
@@ -507,11 +505,11 @@ static void fill_totals(hk_sampler_stats *st)
     st->thread_count = S.nseq;
     st->stack_walker = hk_stack_walk_kind();
     st->walk_mismatch_count = hk_stack_walk_mismatches();
-    st->timer_kind = S.use_events ? "perf_event task-clock per thread" : hk_timer_kind();
-    st->timer_cpu_ns = S.replaced_timer_cpu_ns + (uint64_t)hk_timer_cpu_ns();
+    st->timer_kind = S.cfg.mode == HK_MODE_CPU ? hk_cpu_clock_kind() : hk_timer_kind();
+    st->timer_cpu_ns = S.cfg.mode == HK_MODE_CPU ? hk_cpu_clock_worker_cpu_ns() : (uint64_t)hk_timer_cpu_ns();
 }
 
-/* The stats of the span since start or the last clearing snapshot; totals gets the session's. */
+/* The stats of the span since start or the last clearing snapshot; totals gets those since start. */
 static void fill_stats_since_clear(hk_sampler_stats *st, hk_sampler_stats *totals)
 {
     fill_totals(totals);
@@ -519,17 +517,9 @@ static void fill_stats_since_clear(hk_sampler_stats *st, hk_sampler_stats *total
     const hk_sampler_stats *c = &S.cleared;
     st->start_time_ns += c->duration_ns;
     st->duration_ns -= c->duration_ns;
-    st->trigger_count -= c->trigger_count;
-    st->sampling_count -= c->sampling_count;
-    st->sample_count -= c->sample_count;
-    st->dropped_count -= c->dropped_count;
-    st->moved_count -= c->moved_count;
-    st->stale_count -= c->stale_count;
-    st->sampling_time_ns -= c->sampling_time_ns;
-    st->stack_walk_time_ns -= c->stack_walk_time_ns;
-    st->resolve_time_ns -= c->resolve_time_ns;
-    st->timer_cpu_ns -= c->timer_cpu_ns;
-    st->walk_mismatch_count -= c->walk_mismatch_count;
+#define SINCE_CLEAR(name, what) st->name -= c->name;
+    HK_SAMPLER_COUNTERS(SINCE_CLEAR)
+#undef SINCE_CLEAR
 }
 
 static void fill_stats(hk_sampler_stats *st)
@@ -548,8 +538,8 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
     if (S.cfg.mode == HK_MODE_WALL && S.nthreads > 1)
         sample_waiting_threads(hk_sampler_thread_find(rb_thread_current()), S.stop_mono_ns);
     S.running = 0;
-    hk_sampler_events_close(); /* no counter may signal after the worker is gone */
-    hk_timer_stop();
+    if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_stop();
+    else hk_timer_stop();
     /* the worker is gone: what it did not resolve is resolved here, before
      * the tail, which comes after every sample (not under the lock: naming
      * hakari's own frames allocates, and the GC's mark takes the lock) */
@@ -631,8 +621,8 @@ static void atfork_child(void)
     pthread_mutex_unlock(&hk_resolve_lock); /* locked by this thread in atfork_prepare */
     if (!S.running) return;
     S.running = 0;
-    hk_sampler_events_close(); /* the counters watch the parent's threads */
-    hk_timer_forget();
+    if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_forget();
+    else hk_timer_forget();
 }
 
 void hk_sampler_init(void)

@@ -1,4 +1,4 @@
-/* profile_build.c — turns the sampler's tables into the profile model.
+/* sampler_build.c — turns the sampler's tables into the profile model.
  *
  * Runs at stop/snapshot with the GVL: each unique frame is resolved to a name
  * (rb_profile_frame_full_label), a file and a first line exactly once, then
@@ -7,7 +7,7 @@
  * aggregate: false, timestamp (nanoseconds since the epoch).
  */
 #include "buf.h"
-#include "sampler.h"
+#include "sampler_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,11 +73,15 @@ static void add_comments(hk_profile *p, const hk_sampler_stats *st)
     VALUE desc = rb_const_get(rb_cObject, rb_intern("RUBY_DESCRIPTION"));
     snprintf(line, sizeof(line), "ruby=%s", StringValueCStr(desc));
     hk_profile_add_comment(p, line);
-    snprintf(line, sizeof(line),
-             "triggers=%llu sampling_callbacks=%llu samples=%llu dropped=%llu sampling_time_ns=%llu threads=%llu",
-             (unsigned long long)st->trigger_count, (unsigned long long)st->sampling_count,
-             (unsigned long long)st->sample_count, (unsigned long long)st->dropped_count,
-             (unsigned long long)st->sampling_time_ns, (unsigned long long)st->thread_count);
+    /* the counters, as Hakari::Profile#counters names them (sampler.h) */
+    size_t at = 0;
+#define COMMENT(name, what)                                                                                  \
+    if (at < sizeof(line))                                                                                   \
+        at += (size_t)snprintf(line + at, sizeof(line) - at, "%s" #name "=%llu", at ? " " : "",              \
+                               (unsigned long long)st->name);
+    HK_SAMPLER_COUNTERS(COMMENT)
+#undef COMMENT
+    if (at < sizeof(line)) snprintf(line + at, sizeof(line) - at, " thread_count=%llu", (unsigned long long)st->thread_count);
     hk_profile_add_comment(p, line);
     snprintf(line, sizeof(line), "timer=%s", st->timer_kind);
     hk_profile_add_comment(p, line);

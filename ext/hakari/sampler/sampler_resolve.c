@@ -1,11 +1,11 @@
-/* sampler_resolve.c — the resolver (see sampler.h, sampler_internal.h): turns
+/* sampler_resolve.c — the resolver (see sampler_int.h): turns
  * the job's captures into locations, stacks and aggregated weights, on the
  * timer's worker between its ticks, or at stop and snapshot on the caller's
  * thread; always under the resolve lock, which the GC's mark takes too. It
  * reads no Ruby heap object (stack_walk.h), except at stop (the tail sample,
  * with the GVL). */
 #include "buf.h"
-#include "sampler_internal.h"
+#include "sampler_int.h"
 
 #include <string.h>
 #include <time.h>
@@ -13,7 +13,6 @@
 #include <ruby/debug.h>
 
 #include "hot.h"
-#include "sampler_threads.h"
 #include "stack_walk.h"
 
 /* ---- locations, samples ----------------------------------------------- */
@@ -207,7 +206,7 @@ drop:
 }
 
 /* Samples of threads whose stacks have not changed since their previous
- * ones (sampler_internal.h): each weight goes where that thread's previous
+ * ones (sampler_int.h): each weight goes where that thread's previous
  * sample went. ctx: the resolve lock. */
 static void resolve_again(const sample_head *h, const uint64_t *pair)
 {

@@ -1,20 +1,13 @@
 /* sampler_threads.c — the sampler's threads: their records and baseline
- * clocks, the hook that follows threads as they begin and end, and cpu mode's
- * opt-in per-thread CPU counters (HAKARI_CPU_CLOCK=perf, cpu_events.h), which
- * fall back to the paced worker (cpu_pacer.c) when they cannot be had.
- * See sampler_threads.h; all of it runs with the GVL.
+ * clocks, and the hook that follows threads as they begin and end (and tells
+ * cpu mode's clock, whose per-thread counters follow them too). All of it
+ * runs with the GVL (sampler_int.h).
  */
-#include "sampler_threads.h"
-
-#include <stdlib.h>
-#include <sys/resource.h>
+#include "sampler_int.h"
 
 #include "buf.h"
+#include "cpu_clock.h"
 #include "cpu_events.h"
-#include "cpu_pacer.h"
-#include "timer.h"
-
-#define S hk_the_sampler
 
 static int hook_installed;
 
@@ -36,7 +29,6 @@ hk_thread *hk_sampler_thread_add(VALUE th, int64_t prev_clock)
     t->clock = CLOCK_MONOTONIC;
     t->has_clock = 0;
     t->tid = 0;
-    t->event_fd = -1;
     t->vm_thread = hk_stack_walk_thread_of(th);
     t->spot_valid = 0;
     if (t->vm_thread) hk_sampler_thread_flaggable(t);
@@ -70,37 +62,6 @@ static int other_thread_cpu_ns(int tid, int64_t *out)
     return 0;
 }
 
-/* cpu mode: this thread's CPU time drives its samples (cpu_events.h) */
-static void close_event(hk_thread *t)
-{
-    if (t->event_fd >= 0) S.open_events--;
-    hk_cpu_event_close(t->event_fd);
-    t->event_fd = -1;
-}
-
-/* A descriptor per live thread must never starve the program of descriptors:
- * past a quarter of its limit (or when a counter cannot be had), every counter
- * closes and the default paced worker takes over. */
-static void fall_back_to_pacer(void)
-{
-    char err[128];
-    for (size_t i = 0; i < S.nthreads; i++) close_event(&S.threads[i]);
-    S.use_events = 0;
-    hk_timer_stop();
-    S.replaced_timer_cpu_ns += (uint64_t)hk_timer_cpu_ns();
-    if (hk_cpu_pacer_start(err, sizeof(err)) < 0) S.dropped_count++; /* no clock: no samples */
-}
-
-static void open_event(hk_thread *t)
-{
-    if (!S.use_events || t->event_fd >= 0 || t->tid <= 0) return;
-    if (S.open_events >= S.max_events) { fall_back_to_pacer(); return; }
-    t->event_fd = hk_cpu_event_open(t->tid, S.period_ns, hk_timer_signal(), hk_timer_worker_tid());
-    if (t->event_fd < 0) { fall_back_to_pacer(); return; }
-    S.open_events++;
-    if (t->event_fd < HK_EVENT_FDS) S.fd_clock[t->event_fd] = hk_thread_cpu_clock(t->tid);
-}
-
 /* Threads alive at start get a baseline clock now, so their first sample
  * weighs only time spent since start. */
 static void register_existing_threads(void)
@@ -130,7 +91,7 @@ static void thread_begin_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid
     VALUE th = rb_thread_current();
     hk_thread *t = hk_sampler_thread_find(th);
     if (ev & RUBY_EVENT_THREAD_END) {
-        if (t) close_event(t); /* a counter per live thread, not per thread ever seen */
+        if (t) hk_cpu_clock_thread_end(t->tid);
         return;
     }
     int64_t now = hk_clock_ns(hk_sampler_mode_clock());
@@ -138,35 +99,13 @@ static void thread_begin_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid
     else t = hk_sampler_thread_add(th, now);
     if (t) {
         t->tid = hk_gettid();
-        open_event(t);
+        hk_cpu_clock_thread_begin(t->tid);
     }
 }
 
-void hk_sampler_events_close(void)
+void hk_sampler_threads_clock(void)
 {
-    for (size_t i = 0; i < S.nthreads; i++) close_event(&S.threads[i]);
-}
-
-int hk_sampler_events_start(hk_timer_fire_fn fire, char *err, size_t errlen)
-{
-    S.fd_clock = calloc(HK_EVENT_FDS, sizeof(*S.fd_clock));
-    struct rlimit lim;
-    S.max_events = getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY ? (int)(lim.rlim_cur / 4) : 256;
-    if (S.max_events > HK_EVENT_FDS / 2) S.max_events = HK_EVENT_FDS / 2;
-    if (!S.fd_clock || S.nthreads > (size_t)S.max_events || hk_timer_start(0, fire, err, errlen) < 0) return -1;
-    if (hk_timer_signal() && hk_timer_worker_tid()) {
-        /* a probe on this thread first: where perf events are refused, the paced worker from the start */
-        int probe = hk_cpu_event_open(0, S.period_ns, hk_timer_signal(), hk_timer_worker_tid());
-        if (probe >= 0) {
-            hk_cpu_event_close(probe);
-            S.use_events = 1;
-            for (size_t i = 0; i < S.nthreads && S.use_events; i++) open_event(&S.threads[i]);
-            return 0; /* events, or the paced worker that open_event fell back to */
-        }
-    }
-    hk_timer_stop();
-    S.replaced_timer_cpu_ns += (uint64_t)hk_timer_cpu_ns();
-    return -1;
+    for (size_t i = 0; i < S.nthreads; i++) hk_cpu_clock_thread_begin(S.threads[i].tid);
 }
 
 void hk_sampler_threads_start(void)

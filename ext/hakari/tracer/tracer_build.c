@@ -1,4 +1,4 @@
-/* trace_build.c — the tracer's call tree as a profile model, at stop.
+/* tracer_build.c — the tracer's call tree as a profile model, at stop.
  *
  * Each call-tree node becomes one sample: its locations are the path from the
  * node up to its root (leaf first), its values [calls, self, wait] in the
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tracer_internal.h"
+#include "tracer_int.h"
 
 static VALUE attached_object(VALUE singleton)
 {

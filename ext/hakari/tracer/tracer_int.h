@@ -1,9 +1,9 @@
-/* tracer_internal.h — the tracer's state, shared by tracer.c (events) and
- * trace_build.c (the profile at stop). Not a public contract: only these two
+/* tracer_int.h — the tracer's state, shared by tracer.c (events) and
+ * tracer_build.c (the profile at stop). Not a public contract: only these two
  * files include it. All of it is owned by the GVL.
  */
-#ifndef HK_TRACER_INTERNAL_H
-#define HK_TRACER_INTERNAL_H
+#ifndef HK_TRACER_INT_H
+#define HK_TRACER_INT_H
 
 #include "clocks.h"
 #include "tracer.h"
@@ -62,7 +62,7 @@ typedef struct hk_tracer {
 
 extern hk_tracer hk_the_tracer;
 
-/* trace_build.c — ctx: GVL, may allocate */
+/* tracer_build.c — ctx: GVL, may allocate */
 VALUE hk_trace_method_label(VALUE klass, ID mid);
 hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *st);
 

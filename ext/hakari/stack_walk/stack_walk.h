@@ -20,9 +20,13 @@
 #include <ruby.h>
 #include <stdint.h>
 
-/* ctx: GVL, at sampler start. Chooses the walker (environment, self-check) and
+/* Which walker to use: the fastest that passes its self-check, rb_profile_frames
+ * alone (HAKARI_STACK_WALK=ruby), or both at every sample (HAKARI_STACK_WALK=verify). */
+typedef enum { HK_WALK_AUTO = 0, HK_WALK_RUBY = 1, HK_WALK_VERIFY = 2 } hk_walk_choice;
+
+/* ctx: GVL, at sampler start. Chooses the walker (how, the self-check) and
  * sizes its tables for stacks up to limit frames; 0, or -1 when out of memory. */
-int hk_stack_walk_start(int limit);
+int hk_stack_walk_start(int limit, hk_walk_choice how);
 
 /* A sample's stack is read in two steps. The job captures it: it copies what
  * the control frames hold now, and looks nothing up, so the tables that turn

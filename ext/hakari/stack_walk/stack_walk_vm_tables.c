@@ -1,12 +1,12 @@
-/* stack_walk_vm_session.c — the control-frame walker's tables for a session
+/* stack_walk_vm_tables.c — the control-frame walker's tables for a session
  * (stack_walk_vm.h): allocated at start, emptied and kept at the session's
  * end for the next one (sampler.c keep_tables says why), freed when they
  * outgrew what start reserved; marked for the GC meanwhile.
  */
 #include "stack_walk.h"
-#include "stack_walk_internal.h"
+#include "stack_walk_int.h"
 
-#ifdef HK_VM_LAYOUT_31
+#ifdef HK_VM_LAYOUT
 
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,7 @@
 /* rb_profile_frames for every sample: 0, or -1 (out of memory) with everything freed */
 static int start_generic_or_stop(int limit)
 {
-    if (hk_profile_frames_start(limit) == 0) return 0;
+    if (hk_rbframes_start(limit) == 0) return 0;
     hk_stack_walk_stop();
     return -1;
 }
@@ -53,11 +53,10 @@ static int alloc_tables(int limit)
     return 0;
 }
 
-int hk_stack_walk_start(int limit)
+int hk_stack_walk_start(int limit, hk_walk_choice how)
 {
-    const char *how = getenv("HAKARI_STACK_WALK");
-    int generic = how && strcmp(how, "ruby") == 0;
-    /* the previous session's tables, emptied at its end, when they fit */
+    int generic = how == HK_WALK_RUBY;
+    /* the previous run's tables, emptied at its end, when they fit */
     if (!W.kept || W.check_cap != limit || generic) hk_stack_walk_stop();
     W.kept = 0;
     hk_walk_mismatches = 0;
@@ -65,14 +64,14 @@ int hk_stack_walk_start(int limit)
         hk_walk_kind = "rb_profile_frames (HAKARI_STACK_WALK=ruby)";
         return start_generic_or_stop(limit);
     }
-    W.verify = how && strcmp(how, "verify") == 0;
+    W.verify = how == HK_WALK_VERIFY;
     W.verify_res = W.verify;
     if (!W.memo && alloc_tables(limit) < 0) {
         hk_stack_walk_stop();
         return -1;
     }
     /* rb_profile_frames for a sample the walker cannot read */
-    if (hk_profile_frames_start(limit) < 0 || hk_vm_self_check(limit) < 0) {
+    if (hk_rbframes_start(limit) < 0 || hk_vm_self_check(limit) < 0) {
         hk_stack_walk_stop();
         return -1;
     }
@@ -94,7 +93,7 @@ void hk_stack_walk_stop(void)
     free(W.last_lines);
     free(W.self_check_cap);
     memset(&W, 0, sizeof(W));
-    hk_profile_frames_stop();
+    hk_rbframes_stop();
 }
 
 void hk_stack_walk_end(void)
@@ -141,7 +140,7 @@ size_t hk_stack_walk_memsize(void)
 {
     return tables_size() + W.memo_cap * (sizeof(memo) + sizeof(cap_entry)) +
            (size_t)W.check_cap * 2 * (sizeof(VALUE) + sizeof(int)) +
-           (W.self_check_cap ? vm_capture_words(1) * sizeof(uint64_t) : 0) + hk_profile_frames_memsize();
+           (W.self_check_cap ? vm_capture_words(1) * sizeof(uint64_t) : 0) + hk_rbframes_memsize();
 }
 
 #endif

@@ -21,7 +21,7 @@
 
 #include <ruby/debug.h>
 
-#include "tracer_internal.h"
+#include "tracer_int.h"
 
 hk_tracer hk_the_tracer;
 #define T hk_the_tracer

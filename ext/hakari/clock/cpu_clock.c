@@ -1,0 +1,216 @@
+/* cpu_clock.c — cpu mode's clock (see cpu_clock.h). The paced worker's rule
+ * is pace.c's; this file reads the clocks it asks for, owns the perf
+ * counters and falls back from them. Clock reads are system calls, made on
+ * the worker, not on the profiled threads.
+ *
+ * State: one static struct. `watched` is written by the job when the sampled
+ * thread changes and read by the worker at every look: it sits on a line of
+ * its own, away from the perf counters' table (written at thread begin and end).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* clockid_t and the CPU clocks under -std=c11 (extconf passes it too) */
+#endif
+#include "cpu_clock.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "clocks.h"
+#include "cpu_events.h"
+#include "pace.h"
+#include "u64_map.h"
+
+#define EVENT_FDS 4096 /* descriptors below this map to their thread's clock for the signal handler */
+
+static struct {
+    _Alignas(64) clockid_t watched; /* the paced worker's clock */
+    int64_t period_ns;
+    hk_tick_hooks hooks;
+    hk_pacer pacer;                 /* the paced worker's own */
+    /* perf counters: with the GVL, but fd_clock, which the handler reads */
+    _Alignas(64) int perf;          /* counters are running (else the paced worker) */
+    int failed;                     /* fell back, and the paced worker did not start */
+    clockid_t *fd_clock;            /* EVENT_FDS entries: counter fd -> its thread's CPU clock */
+    hk_u64_map tid_fd;              /* thread id -> 1 + its counter's fd */
+    int open, max_open;             /* counters open now; the most the descriptor limit allows */
+    uint64_t replaced_cpu_ns;       /* CPU of a worker the fallback replaced */
+    const char *kind;
+} C = {.kind = "none"};
+
+/* ---- the paced worker ---------------------------------------------------- */
+
+static int64_t read_wall(void *ctx)
+{
+    (void)ctx;
+    return hk_clock_ns(CLOCK_MONOTONIC);
+}
+
+static int64_t read_cpu(void *ctx, clockid_t c)
+{
+    (void)ctx;
+    return hk_clock_ns(c);
+}
+
+/* CPU used by the process's threads other than the watched one and this
+ * worker. The watched thread's clock was just read, which brings its share of
+ * the process clock up to date; other running threads' shares are as of the
+ * scheduler's last tick. */
+static int64_t read_others(void *ctx, int64_t watched)
+{
+    (void)ctx;
+    return hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - (watched > 0 ? watched : 0) - hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+static void before_tick(void *ctx)
+{
+    (void)ctx;
+    C.hooks.before();
+}
+
+/* one look of the paced worker (timer.h hk_timer_pace_fn) */
+static long pace_step(void)
+{
+    const hk_pace_reader reader = {read_wall, read_cpu, read_others, before_tick, NULL};
+    clockid_t c = __atomic_load_n(&C.watched, __ATOMIC_RELAXED);
+    hk_pace_tick tick;
+    long wait = hk_pace_look(&C.pacer, c, C.period_ns, &reader, &tick);
+    if (tick.due) C.hooks.tick(c, tick.at, tick.state);
+    return wait;
+}
+
+static int start_paced(char *err, size_t errlen)
+{
+    C.pacer = hk_pace_new();
+    int rc = hk_timer_start_paced(pace_step, err, errlen);
+    C.kind = hk_timer_kind();
+    return rc;
+}
+
+/* ---- perf counters ---------------------------------------------------------- */
+
+/* ctx: signal (the worker's handler): a thread's counter overflowed, so that
+ * thread's clock is the one to read */
+static void on_counter(int fd)
+{
+    clockid_t c = fd >= 0 && fd < EVENT_FDS && C.fd_clock[fd] ? C.fd_clock[fd] : __atomic_load_n(&C.watched, __ATOMIC_RELAXED);
+    C.hooks.before();
+    C.hooks.tick(c, hk_clock_ns(c), HK_TICK_RUNNING);
+}
+
+static void close_counter(int fd)
+{
+    if (fd < 0) return;
+    if (fd < EVENT_FDS) C.fd_clock[fd] = 0;
+    hk_cpu_event_close(fd);
+    C.open--;
+}
+
+static void close_counters(void)
+{
+    for (size_t i = 0; i < C.tid_fd.cap; i++)
+        if (C.tid_fd.keys[i]) close_counter((int)C.tid_fd.vals[i] - 1);
+    hk_u64_map_clear(&C.tid_fd);
+    C.open = 0;
+}
+
+/* A descriptor per live thread must never starve the program of descriptors:
+ * past a quarter of its limit (or when a counter cannot be had), every counter
+ * closes and the paced worker takes over. */
+static void fall_back_to_pacer(void)
+{
+    char err[128];
+    close_counters();
+    C.perf = 0;
+    hk_timer_stop();
+    C.replaced_cpu_ns += (uint64_t)hk_timer_cpu_ns();
+    if (start_paced(err, sizeof(err)) < 0) C.failed = 1; /* no clock: no samples */
+}
+
+void hk_cpu_clock_thread_begin(int tid)
+{
+    uint32_t had;
+    if (!C.perf || tid <= 0 || hk_u64_map_get(&C.tid_fd, (uint64_t)tid, &had)) return;
+    if (C.open >= C.max_open) { fall_back_to_pacer(); return; }
+    int fd = hk_cpu_event_open(tid, C.period_ns, hk_timer_signal(), hk_timer_worker_tid());
+    if (fd < 0) { fall_back_to_pacer(); return; }
+    C.open++;
+    if (hk_u64_map_put(&C.tid_fd, (uint64_t)tid, (uint32_t)fd + 1) < 0) {
+        close_counter(fd);
+        fall_back_to_pacer();
+        return;
+    }
+    if (fd < EVENT_FDS) C.fd_clock[fd] = hk_thread_cpu_clock(tid);
+}
+
+void hk_cpu_clock_thread_end(int tid)
+{
+    uint32_t fd1;
+    if (!C.perf || tid <= 0 || !hk_u64_map_get(&C.tid_fd, (uint64_t)tid, &fd1)) return;
+    close_counter((int)fd1 - 1); /* a counter per live thread, not per thread ever seen */
+    hk_u64_map_del(&C.tid_fd, (uint64_t)tid);
+}
+
+/* 0: the counters run (a probe on this thread opened); -1: they cannot, and no worker runs */
+static int start_perf(char *err, size_t errlen)
+{
+    if (!C.fd_clock && !(C.fd_clock = calloc(EVENT_FDS, sizeof(*C.fd_clock)))) return -1;
+    struct rlimit lim;
+    C.max_open = getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY ? (int)(lim.rlim_cur / 4) : 256;
+    if (C.max_open > EVENT_FDS / 2) C.max_open = EVENT_FDS / 2;
+    if (hk_timer_start(0, on_counter, err, errlen) < 0) return -1;
+    if (hk_timer_signal() && hk_timer_worker_tid()) {
+        /* where perf events are refused, the paced worker from the start */
+        int probe = hk_cpu_event_open(0, C.period_ns, hk_timer_signal(), hk_timer_worker_tid());
+        if (probe >= 0) {
+            hk_cpu_event_close(probe);
+            C.perf = 1;
+            C.kind = "perf_event task-clock per thread";
+            return 0;
+        }
+    }
+    hk_timer_stop();
+    C.replaced_cpu_ns += (uint64_t)hk_timer_cpu_ns();
+    return -1;
+}
+
+/* ---- lifecycle ------------------------------------------------------------- */
+
+int hk_cpu_clock_start(int64_t period_ns, int perf, clockid_t first, const hk_tick_hooks *hooks, char *err,
+                       size_t errlen)
+{
+    C.watched = first;
+    C.period_ns = period_ns;
+    C.hooks = *hooks;
+    C.perf = 0;
+    C.failed = 0;
+    C.open = 0;
+    C.replaced_cpu_ns = 0;
+    hk_u64_map_clear(&C.tid_fd);
+    if (perf && start_perf(err, errlen) == 0) return 0;
+    return start_paced(err, errlen);
+}
+
+void hk_cpu_clock_watch(clockid_t c)
+{
+    /* written only on change: the worker reads it at every look */
+    if (__atomic_load_n(&C.watched, __ATOMIC_RELAXED) != c) __atomic_store_n(&C.watched, c, __ATOMIC_RELAXED);
+}
+
+void hk_cpu_clock_stop(void)
+{
+    close_counters(); /* no counter may signal after the worker is gone */
+    C.perf = 0;
+    hk_timer_stop();
+}
+
+void hk_cpu_clock_forget(void)
+{
+    close_counters(); /* the counters watch the parent's threads */
+    C.perf = 0;
+    hk_timer_forget();
+}
+
+const char *hk_cpu_clock_kind(void) { return C.kind; }
+uint64_t hk_cpu_clock_worker_cpu_ns(void) { return C.replaced_cpu_ns + (uint64_t)hk_timer_cpu_ns(); }
+int hk_cpu_clock_failed(void) { return C.failed; }

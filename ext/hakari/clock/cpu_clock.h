@@ -1,0 +1,56 @@
+/* cpu_clock.h — cpu mode's clock: decides when a tick is due on the CPU time
+ * of the profiled threads, and tells the sampler through the hooks it was
+ * started with. Two ways, chosen at start:
+ *   paced   (the default) a worker reads the CPU clock of the thread it is
+ *           told to watch (hk_cpu_clock_watch) and ticks at even steps of it,
+ *           by pace.h's rule;
+ *   perf    (HAKARI_CPU_CLOCK=perf) a perf_event task-clock counter per thread
+ *           signals the worker after each period of that thread's CPU time
+ *           (cpu_events.h); where a counter cannot be had, or descriptors run
+ *           short, every counter closes and the paced worker takes over.
+ * The module knows nothing of the sampler: it reads clocks and calls back.
+ * No ruby.h.
+ */
+#ifndef HK_CPU_CLOCK_H
+#define HK_CPU_CLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "timer.h"
+
+/* What a tick calls, on the worker (in its signal handler, or its paced loop):
+ * async-signal-safe. */
+typedef struct hk_tick_hooks {
+    /* just before the tick's clock reading (the sampler reads the watched
+     * thread's leaf frame there: a frame pushed after it did not run in the period) */
+    void (*before)(void);
+    /* the tick: clock c read value ns; state says how its thread was (HK_TICK_*, pace.h) */
+    void (*tick)(clockid_t c, int64_t value, int state);
+} hk_tick_hooks;
+
+/* ctx: GVL. Starts the clock with a period of period_ns, watching clock first;
+ * perf: per-thread counters (falls back to the paced worker). 0, or -1 with a
+ * message in err. The hooks are copied. */
+int hk_cpu_clock_start(int64_t period_ns, int perf, clockid_t first, const hk_tick_hooks *hooks, char *err,
+                       size_t errlen);
+/* ctx: GVL (the job). The thread most likely to run the next job: the paced
+ * worker watches its clock from now on. Cheap when it does not change. */
+void hk_cpu_clock_watch(clockid_t c);
+/* ctx: GVL. perf: a counter for thread tid, which began (or lives at start);
+ * and its end. No-ops for the paced worker. */
+void hk_cpu_clock_thread_begin(int tid);
+void hk_cpu_clock_thread_end(int tid);
+/* ctx: GVL. Closes every counter and stops the worker: no hook runs after it returns. */
+void hk_cpu_clock_stop(void);
+/* ctx: fork child. The worker does not exist in the child: forget it and close the counters. */
+void hk_cpu_clock_forget(void);
+/* ctx: any. How the running (or last) clock ticked, for the profile's comments. */
+const char *hk_cpu_clock_kind(void);
+/* ctx: GVL. CPU used by the clock's workers (a replaced one included). */
+uint64_t hk_cpu_clock_worker_cpu_ns(void);
+/* ctx: GVL. 1 when the perf counters fell back and no paced worker could start: no ticks. */
+int hk_cpu_clock_failed(void);
+
+#endif

@@ -1,0 +1,79 @@
+/* sampler.h — the sampling collector's contract: its configuration, the
+ * counters that travel with a profile, and its lifecycle. How it works is
+ * docs/architecture.md ("The sampling path"); its state and the files that
+ * share it are sampler_int.h. No ruby.h: the bindings and the tests see only this.
+ */
+#ifndef HK_SAMPLER_H
+#define HK_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "profile.h"
+
+typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1 } hk_mode;
+
+/* how cpu mode's ticks are timed (cpu_clock.h): HAKARI_CPU_CLOCK=perf */
+typedef enum { HK_CPU_CLOCK_PACED = 0, HK_CPU_CLOCK_PERF = 1 } hk_cpu_clock_choice;
+
+#define HK_MIN_FREQUENCY 1
+#define HK_MAX_FREQUENCY 10000
+#define HK_DEFAULT_MAX_DEPTH 1024
+#define HK_MAX_MAX_DEPTH 65536
+
+typedef struct hk_sampler_config {
+    hk_mode mode;
+    int frequency;
+    int aggregate;
+    int max_depth;
+    hk_cpu_clock_choice cpu_clock;
+    int walk; /* how stacks are read: hk_walk_choice (stack_walk.h), HAKARI_STACK_WALK */
+} hk_sampler_config;
+
+/* The counters a profile carries, each once: its name (as Hakari::Profile#counters
+ * and the pprof comments spell it) and what it counts. They cover the same span
+ * as the samples: from start, or from the last snapshot that cleared, to stop
+ * or snapshot. */
+#define HK_SAMPLER_COUNTERS(X)                                                                           \
+    X(trigger_count, "timer fires")                                                                     \
+    X(sampling_count, "sampling callbacks that ran")                                                    \
+    X(sample_count, "samples recorded")                                                                 \
+    X(dropped_count, "samples lost: no frames, out of memory, the worker too far behind")               \
+    X(moved_count, "samples given to the stack running at the tick, not to calls made after it")        \
+    X(stale_count, "cpu mode: late ticks' samples given to the previous sample's stack (pace.h)")       \
+    X(sampling_time_ns, "time inside the sampling callback, paid by the profiled threads")              \
+    X(stack_walk_time_ns, "of which capturing stacks (stack_walk.h)")                                   \
+    X(resolve_time_ns, "turning captures into the profile: on the worker, and at stop")                 \
+    X(timer_cpu_ns, "CPU used by the timer's worker thread")                                            \
+    X(walk_mismatch_count, "HAKARI_STACK_WALK=verify: samples whose two walks differed")
+
+typedef struct hk_sampler_stats {
+    hk_mode mode;
+    int frequency, aggregate;
+    int64_t start_time_ns; /* CLOCK_REALTIME at start (or the last clearing snapshot) */
+    int64_t duration_ns;   /* monotonic, from there to stop or snapshot */
+#define HK_COUNTER_FIELD(name, what) uint64_t name;
+    HK_SAMPLER_COUNTERS(HK_COUNTER_FIELD)
+#undef HK_COUNTER_FIELD
+    uint64_t thread_count;
+    uint64_t unique_frames, unique_stacks; /* set as the profile is built; stacks: (stack, thread) pairs */
+    const char *timer_kind;
+    const char *stack_walker; /* stack_walk.h: how the frames were read */
+} hk_sampler_stats;
+
+/* ctx: GVL. 0, or -1 with a message in err (already running, timer failure). */
+int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen);
+/* ctx: GVL. Stops and returns the profile (NULL when not running or out of memory). */
+hk_profile *hk_sampler_stop(hk_sampler_stats *stats);
+/* ctx: GVL. The profile so far; with clear, samples and counters start over (frames are kept). */
+hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats);
+/* ctx: any. */
+int hk_sampler_running(void);
+/* ctx: GVL, GC mark phase. Marks (pins) every frame and thread VALUE held. */
+void hk_sampler_mark(void);
+/* ctx: GVL. */
+size_t hk_sampler_memsize(void);
+/* ctx: GVL, once at load. */
+void hk_sampler_init(void);
+
+#endif

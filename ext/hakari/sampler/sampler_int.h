@@ -1,0 +1,242 @@
+/* sampler_int.h — the sampler's state and what its files share; only they
+ * include it (the contract is sampler.h). The files:
+ *   sampler.c          the postponed job's capture, the ticks, start, stop, snapshot, the GC mark;
+ *   sampler_resolve.c  captures into locations, stacks and summed weights, on the worker;
+ *   sampler_threads.c  the threads' records and baseline clocks, and the hook that follows them;
+ *   sampler_build.c    the tables into the profile model, at stop and snapshot.
+ *
+ * Data layout (the resolver's, under the resolve lock, except threads, the job's):
+ *   locations   (frame VALUE, executing line) -> location id (1-based) in one
+ *               probe of frame_locs; locs[id-1] keeps the pair for marking and
+ *               for the names, which are resolved once per frame at build time;
+ *   stacks      interned sequences: the thread's sequence number, then the
+ *               location ids root first (a [truncated] root when cut), so a
+ *               stack id is also its aggregation row; key_buf keeps the
+ *               latest sample's key, position i (from the root) at
+ *               key_buf[KEY_HEAD + i], where the next sample finds the ids of
+ *               the frames it shares with it (sampler_resolve.c);
+ *   agg_rows    by stack id: summed weight and count (count 0: cleared by a
+ *               snapshot, or its sample lost to a failed allocation);
+ *   raw         with aggregate: false, one record per sample instead;
+ *   threads     thread VALUE -> hk_thread (previous clock, sequence number);
+ *   ring        the job's captures, waiting for the resolver.
+ * Memory grows with unique frames, stacks and threads, not with run length.
+ */
+#ifndef HK_SAMPLER_INT_H
+#define HK_SAMPLER_INT_H
+
+#include <ruby.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "clocks.h"
+#include "intern_table.h"
+#include "pace.h"
+#include "pair_map.h"
+#include "profile.h"
+#include "ring.h"
+#include "sampler.h"
+#include "stack_walk.h"
+#include "u64_map.h"
+
+/* synthetic frames, keyed by special constants that no real frame can be */
+#define HK_FRAME_TRUNCATED Qnil  /* root of a stack cut at max_depth */
+#define HK_FRAME_UNSAMPLED Qtrue /* leaf of the stop-time tail (sampler_resolve.c) */
+#define HK_FRAME_SYNTHETIC_P(f) ((f) == HK_FRAME_TRUNCATED || (f) == HK_FRAME_UNSAMPLED)
+
+#define HK_OWN_FRAMES 8     /* room above max_depth for hakari's own frames, left out of the stop-time tail */
+#define HK_FLAG_THREADS 256 /* threads the worker asks to run the job when none ran (sampler.c flag_threads) */
+
+typedef struct hk_thread {
+    /* the job's, at every sample of this thread (sampler.c prefetch_thread_and_tick) */
+    VALUE thread;
+    int64_t prev_clock;    /* this thread's clock where its previous sample's weight ended (ns) */
+    const void *vm_thread; /* the VM's struct for it (hk_stack_walk_thread), NULL if unknown */
+    uint32_t seq;          /* 1-based, in order of first sample; 0 = not sampled yet */
+    clockid_t clock;       /* the clock its weights are read on; set at its first sample */
+    int tid;               /* native thread id (cpu mode, Linux), 0 if unknown */
+    uint8_t has_clock;
+    uint8_t spot_valid;    /* spot is where its stack stood at its latest sample */
+    uint8_t again;         /* this tick: waiting where its latest sample found it (sampler.c) */
+    /* wall mode, while another thread runs: its stack at its latest sample,
+     * taken by another thread's job (sampler.c sample_waiting_threads) */
+    hk_stack_spot spot;
+} hk_thread;
+
+/* A thread's leaf control frame as the worker read it at a tick (stack_walk.h):
+ * where it is kept, and its value then (0: unknown). */
+typedef struct hk_leaf {
+    const void *slot;
+    uintptr_t cfp;
+} hk_leaf;
+
+/* The clock reading taken by the timer's worker at the tick, published to the
+ * job with a sequence lock (one writer: the worker). */
+typedef struct hk_tick {
+    volatile uint32_t seq; /* odd while being written */
+    clockid_t clock;
+    int64_t value;         /* ns, or -1 when the clock could not be read */
+    int state;             /* HK_TICK_* (pace.h): how the watched thread was at the tick */
+    hk_leaf leaf;          /* the watched thread's leaf frame, read just before the clock */
+} hk_tick;
+
+typedef struct hk_loc { VALUE frame; int line; } hk_loc;
+
+typedef struct hk_agg_row { int64_t weight; uint64_t count; } hk_agg_row; /* one cache line access per sample */
+
+typedef struct hk_raw_sample {
+    uint32_t stack; /* its key holds the thread too */
+    int64_t weight, time_ns;
+} hk_raw_sample;
+
+typedef struct hk_sampler {
+    /* immutable after start */
+    hk_sampler_config cfg;
+    int64_t start_mono_ns, start_real_ns;
+    int64_t stop_mono_ns; /* set as stop begins: the duration ends there, not after stop's own work */
+    int cost_tsc;         /* cost_clock's units are TSC ticks (below) */
+    uint64_t start_tsc;
+    size_t capture_room;  /* the most words one sample takes in the ring */
+    /* the allocations below, kept from one profile to the next (sampler.c keep_tables) */
+    int kept;             /* they are a stopped profile's, emptied */
+    int buf_depth;        /* the max_depth frame_buf, line_buf, key_buf and the ring are sized for */
+    size_t reserved_size; /* the reserved tables' bytes after start (hk_sampler_tables_size) */
+    int building;         /* a snapshot is reading the tables (set under the resolve lock; read by the
+                             worker, so kept off the lines the job writes) */
+    /* the job's, and the GVL's */
+    _Alignas(64) int running;
+    hk_u64_map thread_ids;
+    hk_thread *threads; size_t nthreads, threads_cap;
+    uint32_t nseq;        /* threads that have been sampled */
+    size_t last_thread;   /* index of the previous sample's thread (checked before use) */
+    uint64_t sampling_count, dropped_count;
+    uint64_t sampling_time, capture_time; /* in cost_clock units: TSC ticks or ns */
+    /* the job's captures (stack_walk.h), each after its sample's head, for the
+     * resolver; the GC marks what they hold until they are resolved */
+    hk_ring ring;
+    /* The resolver's: the worker's, or the GVL's at stop and snapshot, always
+     * under the resolve lock, which the GC's mark takes too. */
+    _Alignas(64) VALUE *frame_buf; /* max_depth + 1 + HK_OWN_FRAMES entries, reused by every sample */
+    int *line_buf;
+    /* the latest sample's key (see stacks above), for the next one */
+    uint32_t *key_buf;  /* KEY_HEAD + max_depth + 1 + HK_OWN_FRAMES entries */
+    uint64_t key_walk;  /* the capture it is from (hk_stack_walk_capture_number) */
+    int key_n;          /* its frames; 0: none, or not to be trusted */
+    int key_truncated;
+    uint32_t key_seq;   /* its thread */
+    int key_skip;       /* top frames left out of its stack: called after its tick */
+    int64_t key_stack;  /* the stack interned for it (its sample's, unless stale), or -1 */
+    hk_pair_map frame_locs; /* (frame VALUE, line) -> location id: the per-sample lookup */
+    hk_loc *locs; size_t nlocs, locs_cap;
+    hk_intern_table stacks;
+    hk_agg_row *agg_rows; size_t agg_cap; /* by stack id; zeroed as they are allocated */
+    hk_raw_sample *raw; size_t nraw, raw_cap;
+    uint32_t *tick_stacks; size_t tick_stacks_cap; /* by thread sequence number: 1 + the stack its
+                                                      latest sample saw, where its next period began; 0: none */
+    uint64_t sample_count, unresolved_count, moved_count, stale_count;
+    uint64_t resolve_time; /* in cost_clock units */
+    hk_sampler_stats cleared; /* the totals at the last snapshot that cleared (zero: none) */
+    /* read by the timer's worker at every tick, written only at start and stop
+     * or (leaf_slot) when the sampled context changes: a line of their own,
+     * away from the counters the job writes every sample, which would
+     * otherwise be pulled back and forth between the two cores */
+    _Alignas(64) int64_t period_ns;
+    const void *leaf_slot; /* where the last sampled context keeps its leaf frame (hk_sampler_leaf_now) */
+    /* written by the timer's worker, every tick: a cache line of their own,
+     * so the profiled thread's reads of the fields above do not bounce
+     * between cores (false sharing cost more than the stack walk) */
+    _Alignas(64) volatile uint64_t trigger_count;
+    hk_tick tick;
+    uint32_t job_ran;      /* wall mode: the job ran since the last tick (set by the job, taken by the
+                              worker; not sampling_count, whose line the worker would pull from the job) */
+    hk_leaf worker_leaf;   /* cpu mode: the leaf the worker read just before its tick (the worker's alone) */
+    /* Wall mode: the threads the worker asks to run the job when none ran
+     * since the previous tick (sampler.c flag_threads). Appended with the GVL
+     * (hk_sampler_thread_add), read by the worker: a fixed array, never moved. */
+    _Alignas(64) uint32_t nflag;
+    const void *flag_threads[HK_FLAG_THREADS]; /* VM threads (stack_walk.h), their Thread objects marked */
+} hk_sampler;
+
+extern hk_sampler hk_the_sampler;
+#define S hk_the_sampler
+
+/* ---- samples in the ring -------------------------------------------------- */
+
+/* A sample in the ring: its head, then its capture (stack_walk.h). */
+typedef struct sample_head {
+    uint32_t seq;    /* its thread's sequence number; 0: the sample is lost, its capture is
+                        resolved all the same (the next ones may build on it) */
+    int32_t state;   /* HK_TICK_*: how the thread was at the tick; or HK_SAMPLE_AGAIN */
+    int64_t weight;
+    int64_t time_ns; /* CLOCK_REALTIME at the job (aggregate: false) */
+    hk_leaf leaf;    /* the thread's leaf frame at the tick */
+} sample_head;
+#define HEAD_WORDS (sizeof(sample_head) / sizeof(uint64_t))
+/* A record of samples with no capture, of threads whose stacks have not
+ * changed since their previous samples (sampler.c sample_waiting_threads): its
+ * head's seq is their number, n; n pairs of words follow, a thread's sequence
+ * number and its weight, which adds to that thread's previous stack. */
+#define HK_SAMPLE_AGAIN 16
+#define HK_AGAIN_MAX 256 /* pairs in one record */
+_Static_assert(sizeof(sample_head) % sizeof(uint64_t) == 0, "a capture starts on a word");
+
+/* The key buffer's head: room for the thread and the [truncated] root in
+ * front of position 0 (see stacks above) */
+#define KEY_HEAD 2
+
+/* The callback's cost is counted on the TSC where the kernel trusts it: four
+ * reads per sample at a few cycles each, against ~25 ns for clock_gettime, in
+ * a callback that should cost under a microsecond. Scaled to ns in fill_totals. */
+static inline uint64_t cost_clock(void) { return S.cost_tsc ? hk_tsc() : (uint64_t)hk_clock_ns(CLOCK_MONOTONIC); }
+
+/* the calling thread's clock in the profile's mode (CPU or monotonic) */
+static inline clockid_t hk_sampler_mode_clock(void)
+{
+    return S.cfg.mode == HK_MODE_CPU ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
+}
+
+/* ---- sampler_resolve.c ------------------------------------------------------ */
+
+/* Held by whoever resolves (the worker, or the GVL's thread at stop and
+ * snapshot) and by the GC's mark: the tables and the ring's unresolved
+ * records are never read while they change. The job never takes it. */
+extern pthread_mutex_t hk_resolve_lock;
+
+/* ctx: GVL, at start. Reserves the tables' first few thousand entries (0, or -1). */
+int hk_sampler_reserve_tables(void);
+/* The bytes of the tables hk_sampler_reserve_tables reserves, as they are now. */
+size_t hk_sampler_tables_size(void);
+/* ctx: the timer's worker, between ticks (timer.h): resolves for about budget_ns. */
+void hk_resolve_on_worker(long budget_ns);
+/* ctx: GVL, with (_locked) or without the resolve lock: resolves what the ring holds. */
+void hk_resolve_rest_locked(void);
+void hk_resolve_rest(void);
+/* ctx: GVL, as stop begins: the calling thread's time since its last sample (0: none),
+ * read before stop's own work so that it is in no total. */
+int64_t hk_sampler_tail_weight(void);
+/* ctx: GVL, at stop, after the last sample is resolved: records that weight (hk_sampler_tail_weight). */
+void hk_sampler_take_tail_sample(int64_t weight);
+
+/* ---- sampler_threads.c (all with the GVL) ------------------------------------- */
+
+/* the thread's record, or NULL if it has none yet */
+hk_thread *hk_sampler_thread_find(VALUE th);
+/* a new record with prev_clock as its baseline (-1: unknown); NULL when out of memory */
+hk_thread *hk_sampler_thread_add(VALUE th, int64_t prev_clock);
+/* the thread's VM struct is known (t->vm_thread): the worker may flag it (sampler.c flag_threads) */
+void hk_sampler_thread_flaggable(const hk_thread *t);
+/* at start: a record (and a baseline clock) for every live thread, and the
+ * thread begin/end hook that keeps them as threads come and go */
+void hk_sampler_threads_start(void);
+/* cpu mode, once its clock runs: each live thread's counter (HAKARI_CPU_CLOCK=perf) */
+void hk_sampler_threads_clock(void);
+/* at stop: the hook goes (the records are freed with the tables) */
+void hk_sampler_threads_stop(void);
+
+/* ---- sampler_build.c ----------------------------------------------------------- */
+
+/* ctx: GVL (allocates Ruby strings while resolving names). */
+hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *stats);
+
+#endif
