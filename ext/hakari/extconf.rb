@@ -20,22 +20,29 @@ have_func("process_vm_readv", "sys/uio.h") # the worker's fault-free read of a t
 have_func("pthread_getcpuclockid", "pthread.h")
 have_func("rb_class_attached_object", "ruby.h")
 
-# The control-frame stack walker (stack_walk_vm.c) reads Ruby 3.1's private frame
-# layout. A layout has no symbol to probe, so this one check goes by the API
-# version; the two private symbols it calls must also link, and at run time it is
-# checked against rb_profile_frames at every start.
-vm_walk_src = <<~C
-  #include <ruby.h>
-  #include <ruby/version.h>
-  #if !(RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR == 1)
-  #error control-frame layout not known for this Ruby
-  #endif
-  extern __thread void *ruby_current_ec;
-  unsigned int rb_iseq_line_no(const void *iseq, size_t pos);
-  int main(void) { return ruby_current_ec != 0 && rb_iseq_line_no(0, 0) == 1; }
-C
-if ENV["HAKARI_STACK_WALK"] != "ruby" && checking_for("Ruby 3.1's control frames") { try_link(vm_walk_src) }
-  $defs << "-DHK_VM_LAYOUT=31"
+# The control-frame stack walker (stack_walk/stack_walk_vm.c) reads a Ruby
+# version's private frame layout, one header per version (stack_walk/vm_layout_*.h).
+# A layout has no symbol to probe, so this one check goes by the API version; the
+# private symbols the walker calls must also link, and at run time it is checked
+# against rb_profile_frames at every start. Any other Ruby uses rb_profile_frames.
+VM_LAYOUTS = {
+  [3, 1] => "extern __thread void *ruby_current_ec;\n" \
+            "int main(void) { return ruby_current_ec != 0 && rb_iseq_line_no(0, 0) == 1; }",
+  [3, 3] => "int main(void) { return rb_iseq_line_no(0, 0) == 1; }",
+  [3, 4] => "int main(void) { return rb_iseq_line_no(0, 0) == 1; }",
+}.freeze
+api = RbConfig::CONFIG.values_at("MAJOR", "MINOR").map(&:to_i)
+if ENV["HAKARI_STACK_WALK"] != "ruby" && (probe = VM_LAYOUTS[api])
+  src = <<~C
+    #include <ruby.h>
+    #include <ruby/version.h>
+    #if !(RUBY_API_VERSION_MAJOR == #{api[0]} && RUBY_API_VERSION_MINOR == #{api[1]})
+    #error control-frame layout not known for this Ruby
+    #endif
+    unsigned int rb_iseq_line_no(const void *iseq, size_t pos);
+    #{probe}
+  C
+  $defs << "-DHK_VM_LAYOUT=#{api.join}" if checking_for("Ruby #{api.join('.')}'s control frames") { try_link(src) }
 end
 
 # the gem's version, from its one source, for the profiles' comments

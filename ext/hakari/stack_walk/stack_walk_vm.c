@@ -109,7 +109,7 @@ HK_HOT static int pc_line(const void *iseq, const void *body, const VALUE *pc, i
 
 /* Frames the capture has read carry its number in their jit_return slot,
  * which Ruby 3.1 reads only in YJIT's code and clears at every push
- * (vm_push_frame). A frame still carrying a number from this run of captures
+ * (vm_push_frame); later Rubies read it (VM_MARKS_ALLOWED). A frame still carrying a number from this run of captures
  * of the same stack has not returned since: its callers have not run since
  * the previous capture, so their results are the memo's. */
 HK_HOT static int trusted_mark(const vm_frame *cfp, size_t depth, uint64_t seq)
@@ -150,7 +150,7 @@ HK_HOT static long vm_capture_ec(uint64_t *out, size_t room, const vm_ec *ec, ui
         W.run_ec = ec;
         W.run_start = seq;
     }
-    const vm_frame *end = (const vm_frame *)(ec->vm_stack + ec->vm_stack_size);
+    const vm_frame *end = vm_stack_end(ec);
     raw_frame *raw = (raw_frame *)(out + HK_CAP_HEAD_WORDS);
     uint32_t n = 0;
     int named = 0; /* a frame that can give one: a Ruby frame, or a C frame with a method entry */
@@ -181,10 +181,16 @@ HK_HOT static long vm_capture_ec(uint64_t *out, size_t room, const vm_ec *ec, ui
         const VALUE *ep = cfp->ep;
         uintptr_t cframe = (ep[EP_FLAGS] & FRAME_FLAG_CFRAME) != 0;
         /* a Ruby frame without a pc yet (being set up, or the top frame of a C
-         * extension's Init): its line comes from the iseq's type and first line */
+         * extension's Init): 3.1 takes its line from the iseq's type and first
+         * line, which rb_profile_frames is left to do; later Rubies skip it */
         if (!cframe && (!cfp->pc || !cfp->iseq)) {
-            W.run_start = seq + 1; /* the marks this capture wrote vouch for nothing */
-            return -1;
+            if (!VM_SKIPS_FRAME_WITHOUT_PC) {
+                W.run_start = seq + 1; /* the marks this capture wrote vouch for nothing */
+                return -1;
+            }
+            if (depth <= W.memo_cap) W.cap_memo[depth] = (cap_entry){0, NULL, NULL};
+            raw[n++] = (raw_frame){RAW_CFRAME, NULL, 0, NULL, NULL}; /* gives no frame */
+            continue;
         }
         VALUE me = captured_frame_method_entry(ep);
         /* rb_callable_method_entry_t: flags, defined_class, def (the line the type check read) */
@@ -195,7 +201,9 @@ HK_HOT static long vm_capture_ec(uint64_t *out, size_t room, const vm_ec *ec, ui
          * the leaf, not from the root), and trusted_mark trusts none there */
         if (depth <= W.memo_cap) W.cap_memo[depth] = (cap_entry){me, body, def};
         named |= !cframe || me;
-        raw[n++] = (raw_frame){cframe ? RAW_CFRAME : (uintptr_t)cfp->pc, cframe ? NULL : cfp->iseq, me, body, def};
+        uintptr_t bits = cframe ? RAW_CFRAME : (uintptr_t)cfp->pc;
+        if (VM_TOP_JIT_FRAME_LINE_0 && !cframe && cfp == ec->cfp && cfp->jit_return) bits |= RAW_NO_LINE;
+        raw[n++] = (raw_frame){bits, cframe ? NULL : cfp->iseq, me, body, def};
         if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
     }
     /* another thread with no frame to give (starting, or ending: its block has returned) has
@@ -213,7 +221,7 @@ HK_HOT static long vm_capture_ec(uint64_t *out, size_t room, const vm_ec *ec, ui
     return (long)h->words;
 }
 
-HK_HOT static long vm_capture(uint64_t *out, size_t room) { return vm_capture_ec(out, room, ruby_current_ec, 0); }
+HK_HOT static long vm_capture(uint64_t *out, size_t room) { return vm_capture_ec(out, room, vm_current_ec(), 0); }
 
 /* One captured control frame's result (frame 0: skipped), through its memo
  * entry m (NULL past the memo's end); *kept: the result is the memo's (frame
@@ -222,7 +230,7 @@ HK_HOT static int walk_frame(const raw_frame *rf, memo *m, VALUE *frame_out, int
 {
     *kept = 0;
     uint8_t cframe = (rf->pc_bits & RAW_CFRAME) != 0;
-    const VALUE *pc = RAW_PC(rf);
+    const VALUE *pc = RAW_PC_KEY(rf);
     VALUE me = rf->me;
     uint8_t type = NO_ME_TYPE;
     if (me && method_type(me, rf->def, m && m->me ? m : NULL, &type) < 0) return -1;
@@ -236,7 +244,7 @@ HK_HOT static int walk_frame(const raw_frame *rf, memo *m, VALUE *frame_out, int
     int line = 0;
     if (!cframe) {
         frame = me && type == METHOD_TYPE_ISEQ ? me : (VALUE)rf->iseq;
-        if (pc_line(rf->iseq, rf->body, pc, &line) < 0) return -1;
+        if (!(rf->pc_bits & RAW_NO_LINE) && pc_line(rf->iseq, rf->body, RAW_PC(rf), &line) < 0) return -1;
     } else if (me && type == METHOD_TYPE_CFUNC) {
         frame = me;
     }
@@ -299,7 +307,7 @@ HK_HOT static int vm_resolve(const hk_cap_head *h, VALUE *frames, int *lines, in
     W.last_leaf = NO_DEPTH; /* until this result is whole in the memo */
     W.res_ec = h->ec;
     size_t leaf_depth = (h->end - h->leaf) / sizeof(vm_frame) - 1;
-    const VALUE *leaf_pc = h->n ? RAW_PC(&raw[0]) : NULL;
+    const VALUE *leaf_pc = h->n ? RAW_PC_KEY(&raw[0]) : NULL;
     /* the lowest depth whose result is not the previous walk's */
     size_t changed = prev_leaf == NO_DEPTH ? 0 : (leaf_depth < prev_leaf ? leaf_depth : prev_leaf) + 1;
     /* The previous result's leaf control frame (the same depth of the same
@@ -391,7 +399,7 @@ int hk_vm_self_check(int limit)
     uint64_t *cap = W.self_check_cap;
     VALUE *f = W.last_frames; /* verify mode's previous result: none before the first sample */
     int *l = W.last_lines;
-    W.marks = frames_may_be_marked();
+    W.marks = VM_MARKS_ALLOWED && frames_may_be_marked();
     W.run_ec = NULL;
     W.run_start = hk_walks + 1;
     W.last_leaf = NO_DEPTH;
@@ -400,10 +408,11 @@ int hk_vm_self_check(int limit)
     int n2 = rb_profile_frames(0, limit, W.check_frames, W.check_lines);
     W.enabled = n1 > 0 && same_walk(f, l, n1, W.check_frames, W.check_lines, n2);
     VALUE th = rb_thread_current();
-    W.thread_ptr_ok = W.enabled && RB_TYPE_P(th, T_DATA) && RTYPEDDATA_P(th) && ruby_current_ec &&
-                      ruby_current_ec->thread_ptr == RTYPEDDATA_DATA(th);
-    const vm_thread_head *t = W.thread_ptr_ok ? ruby_current_ec->thread_ptr : NULL;
-    W.threads_ok = t && t->self == th && t->ec == ruby_current_ec;
+    const vm_ec *ec = vm_current_ec();
+    W.thread_ptr_ok = W.enabled && RB_TYPE_P(th, T_DATA) && RTYPEDDATA_P(th) && ec &&
+                      ec->thread_ptr == RTYPEDDATA_DATA(th);
+    const vm_thread_head *t = W.thread_ptr_ok ? ec->thread_ptr : NULL;
+    W.threads_ok = t && t->self == th && t->ec == ec;
     hk_walk_kind = !W.enabled          ? "rb_profile_frames (the control-frame walker failed its self-check)"
            : W.thread_ptr_ok ? "vm control frames"
                              : "vm control frames (its thread check failed: threads found by Thread.current)";
@@ -571,7 +580,7 @@ static const vm_ec *thread_stack(const void *vm_thread)
 {
     const vm_ec *ec = ((const vm_thread_head *)vm_thread)->ec;
     if (!ec || !ec->vm_stack || !ec->vm_stack_size) return NULL;
-    const vm_frame *end = (const vm_frame *)(ec->vm_stack + ec->vm_stack_size);
+    const vm_frame *end = vm_stack_end(ec);
     return (const VALUE *)ec->cfp >= ec->vm_stack && ec->cfp < end ? ec : NULL;
 }
 

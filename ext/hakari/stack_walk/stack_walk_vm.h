@@ -1,5 +1,5 @@
-/* stack_walk_vm.h — what the control-frame walker's two files share: Ruby
- * 3.1's layouts, the capture's and the memo's records and the walker's state.
+/* stack_walk_vm.h — what the control-frame walker's two files share: the
+ * Ruby version's layouts, the capture's and the memo's records and the walker's state.
  * stack_walk_vm.c walks (the job's capture, the worker's resolve, verify mode
  * and the start's self-check); stack_walk_vm_tables.c allocates, keeps and
  * frees the tables a session uses. The walker, as stack_walk.h offers it:
@@ -27,10 +27,11 @@
  *  - the frames below one that has not returned since the previous walk are
  *    that walk's, and the caller, who has kept them, is told how many there
  *    are instead of being handed them again (hk_stack_walk_resolve).
- * A private layout cannot be probed the way a function can: this one is
- * Ruby 3.1's (rb_control_frame_t and the leading fields of
- * rb_execution_context_t in vm_core.h), compiled only for that API version
- * (extconf.rb), and checked against rb_profile_frames at every start.
+ * A private layout cannot be probed the way a function can: there is one per
+ * Ruby version (vm_layout_31.h, vm_layout_33.h, vm_layout_34.h: rb_control_frame_t,
+ * the leading fields of rb_execution_context_t and rb_thread_t), compiled
+ * only for that API version (extconf.rb), and checked against
+ * rb_profile_frames at every start.
  * Tables use malloc and grow only on a new method, iseq or pc. Captures are
  * resolved in the order they were taken, each once, so the memo by depth that
  * a mark vouches for is the one the previous capture's resolution left.
@@ -46,39 +47,25 @@
 #include "pair_map.h"
 #include "stack_walk_int.h"
 
-/* Ruby 3.1's rb_control_frame_t */
-typedef struct vm_frame {
-    const VALUE *pc;
-    VALUE *sp;
-    const void *iseq;
-    VALUE self;
-    const VALUE *ep;
-    const void *block_code;
-    VALUE *bp;
-    void *jit_return;
-} vm_frame;
+/* one layout per Ruby version, the one extconf.rb found (HK_VM_LAYOUT) */
+#if HK_VM_LAYOUT == 31
+#include "vm_layout_31.h"
+#elif HK_VM_LAYOUT == 33
+#include "vm_layout_33.h"
+#elif HK_VM_LAYOUT == 34
+#include "vm_layout_34.h"
+#else
+#error "no control-frame layout for this HK_VM_LAYOUT"
+#endif
 
-/* the leading fields of rb_execution_context_t */
-typedef struct vm_ec {
-    VALUE *vm_stack;
-    size_t vm_stack_size; /* in VALUEs; the control frames end where the stack does */
-    vm_frame *cfp;        /* the leaf frame */
-    void *tag;
-    uint32_t interrupt_flag, interrupt_mask; /* rb_atomic_t */
-    void *fiber_ptr;
-    const void *thread_ptr; /* the thread's rb_thread_t, which its Thread object wraps */
-} vm_ec;
-
-/* the leading fields of Ruby 3.1's rb_thread_t: its list node, self, ractor, vm, ec */
-typedef struct vm_thread_head {
-    void *next, *prev;
-    VALUE self;
-    void *ractor, *vm;
-    const vm_ec *ec; /* the running fiber's context; its stack is cleared when the thread ends */
-} vm_thread_head;
-
-extern __thread vm_ec *ruby_current_ec;          /* vm.c; exported by libruby */
 unsigned int rb_iseq_line_no(const void *iseq, size_t pos); /* iseq.c; exported */
+
+/* where a context's control frames end for the walk: below its root frame,
+ * or (VM_SKIPS_ROOT_FRAME) just above it */
+static inline const vm_frame *vm_stack_end(const vm_ec *ec)
+{
+    return (const vm_frame *)(ec->vm_stack + ec->vm_stack_size) - VM_SKIPS_ROOT_FRAME;
+}
 
 #define VM_POSTPONED_JOB_INTERRUPT 0x04 /* POSTPONED_JOB_INTERRUPT_MASK (vm_core.h) */
 
@@ -120,7 +107,7 @@ _Static_assert(sizeof(memo) == 32, "two memo entries to a cache line");
  * they point to is malloc'd and lives as long as its object, which the
  * capture keeps alive. */
 typedef struct raw_frame {
-    uintptr_t pc_bits;  /* its pc (NULL for a C frame) | RAW_CFRAME | RAW_TRUSTED */
+    uintptr_t pc_bits;  /* its pc (NULL for a C frame) | RAW_CFRAME | RAW_TRUSTED | RAW_NO_LINE */
     const void *iseq;   /* a Ruby frame's iseq; NULL for a C frame (compared and marked, never read) */
     VALUE me;           /* the method entry its environment holds (an imemo ment), or 0 (the same) */
     const void *body;   /* the iseq's body (rb_iseq_constant_body), or NULL */
@@ -138,7 +125,10 @@ typedef struct cap_entry {
 
 #define RAW_CFRAME 1
 #define RAW_TRUSTED 2 /* its mark vouches for its callers: the capture ends with it */
-#define RAW_PC(r) ((const VALUE *)((r)->pc_bits & ~(uintptr_t)3))
+#define RAW_NO_LINE 4 /* the top frame of a JIT's: line 0, as rb_profile_frames gives it (VM_TOP_JIT_FRAME_LINE_0) */
+#define RAW_PC(r) ((const VALUE *)((r)->pc_bits & ~(uintptr_t)7))
+/* what the memo compares: the pc, and whether its line is given */
+#define RAW_PC_KEY(r) ((const VALUE *)((r)->pc_bits & ~(uintptr_t)(RAW_CFRAME | RAW_TRUSTED)))
 #define RAW_WORDS (sizeof(raw_frame) / sizeof(uint64_t))
 struct walker {
     /* the job's capture reads and writes these: one cache line, which the job
