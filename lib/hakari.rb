@@ -2,7 +2,7 @@
 
 require_relative "hakari/version"
 require_relative "hakari/output"
-require "hakari/hakari"
+require_relative "hakari/engine"
 
 # hakari — a Ruby profiler with a C engine. See the README for the returned data's shape.
 module Hakari

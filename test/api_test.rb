@@ -126,7 +126,8 @@ class ApiTest < Minitest::Test
       end
       assert_equal "\x1f\x8b".b, File.binread(File.join(dir, "out.pb.gz"), 2)
       spin_line = File.read(File.join(dir, "out.collapsed")).lines.grep(/Workloads\.spin/).first
-      assert_match(/\A<main>;.*;Workloads\.spin(;[^;]+)? \d+\n\z/, spin_line)
+      # the test runs in minitest's at_exit block: 3.1 puts <main> at the root, later Rubies do not
+      assert_match(/\A[^;]+;.*;Workloads\.spin(;[^;]+)? \d+\n\z/, spin_line)
       assert_match(/^Total: .* ms \(cpu\)$/, File.read(File.join(dir, "out.txt")))
       assert_equal %w[out.collapsed out.pb.gz out.txt], Dir.children(dir).sort, "no temporary files left"
     end

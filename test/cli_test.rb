@@ -159,7 +159,8 @@ class CLITest < Minitest::Test
     assert_match(/;Object#burn \d+$/, hot)
     # the stop-time tail ([unsampled]) comes at exit, in Hakari::Autorun's at_exit block: none
     # of hakari's own frames may show, there or anywhere
-    assert lines.any? { |l| l.start_with?("<main>;[unsampled] ") }, lines.join
+    # (at exit the main script has returned: 3.1 still shows <main> at the root, later Rubies nothing)
+    assert lines.any? { |l| l.match?(/\A(<main>;)?\[unsampled\] /) }, lines.join
     lines.each { |l| refute_match(/Hakari/, l) }
 
     assert_equal 0, hakari("record", "-o", "p.txt", "ruby", "burn.rb")[2].exitstatus

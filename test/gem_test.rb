@@ -16,7 +16,9 @@ class GemTest < Minitest::Test
       out, st = Open3.capture2e({ "GEM_HOME" => home }, "gem", "install", "--local", "--no-document",
                                 "--install-dir", home, File.join(dir, "hakari.gem"))
       assert st.success?, out
-      env = { "GEM_HOME" => home, "GEM_PATH" => home, "RUBYLIB" => nil, "RUBYOPT" => nil }
+      # nothing of the checkout's own setup (Bundler's environment under script/lane) reaches it
+      env = ENV.keys.grep(/\A(BUNDLE|BUNDLER|RUBYGEMS_GEMDEPS)/).to_h { [_1, nil] }
+      env.merge!("GEM_HOME" => home, "GEM_PATH" => home, "RUBYLIB" => nil, "RUBYOPT" => nil)
       script = 'd = Hakari.start(mode: :wall) { sleep 0.02 }; print d[:mode], " ", $LOADED_FEATURES.grep(/hakari\.so/).first'
       out, st = Open3.capture2e(env, RbConfig.ruby, "-rhakari", "-e", script, chdir: dir)
       assert st.success?, out

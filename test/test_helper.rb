@@ -8,6 +8,11 @@ require "hakari"
 # sanitizer pass that pass's build first (a path list, as -I takes it)
 ENGINE_LIB = ENV.fetch("HAKARI_TEST_LIB", File.expand_path("../lib", __dir__))
 
+# The Rubies whose control-frame layout the engine knows (ext/hakari/stack_walk/vm_layout_*.h):
+# there it reads other threads' stacks and corrects a late job's sample. On any other Ruby
+# (4.0, say) the tests that need it say so and check the rb_profile_frames path instead.
+LAYOUT_KNOWN = %w[3.1 3.3 3.4].include?(RUBY_VERSION[/\A\d+\.\d+/])
+
 # Workloads shared by the Ruby tests. Each one is deterministic and short.
 module Workloads
   module_function

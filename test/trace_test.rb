@@ -352,16 +352,25 @@ class TraceTest < Minitest::Test
     end
   end
 
-  # rubygems' Ruby Kernel#require keeps the C one as gem_original_require: same owner, same
-  # original name, two methods
+  # A Ruby method that replaces a C one it keeps under an alias (as rubygems' Kernel#require
+  # keeps the C one as gem_original_require): same owner, same original name, two methods.
   def test_a_ruby_method_and_its_c_alias_stay_apart
-    data = Hakari.start(mode: :trace) { require "tmpdir" } # loaded already: one call each
-    requires = data.methods_table.select { _1[:name] == "Kernel#require" }
-    assert_equal 2, requires.size
-    c_req, ruby_req = requires.partition { _1[:file] == "<cfunc>" }.map(&:first)
-    assert_match(/kernel_require\.rb/, ruby_req[:file])
-    assert_equal({ "Kernel#require" => 1 }, c_req[:callers], "the Ruby one calls the C one")
-    requires.each { |r| assert_equal 1, r[:calls]; refute r[:recursive] }
+    Kernel.module_eval do
+      alias_method :hakari_test_c_sprintf, :sprintf
+      define_method(:sprintf) { |*args| hakari_test_c_sprintf(*args) }
+    end
+    data = Hakari.start(mode: :trace) { sprintf("%d", 1) }
+    both = data.methods_table.select { _1[:name] == "Kernel#sprintf" }
+    assert_equal 2, both.size, data.methods_table.map { _1[:name] }.inspect
+    c_one, ruby_one = both.partition { _1[:file] == "<cfunc>" }.map(&:first)
+    assert_equal __FILE__, ruby_one[:file]
+    assert_equal({ "Kernel#sprintf" => 1 }, c_one[:callers], "the Ruby one calls the C one")
+    both.each { |m| assert_equal 1, m[:calls]; refute m[:recursive] }
+  ensure
+    Kernel.module_eval do
+      alias_method :sprintf, :hakari_test_c_sprintf
+      remove_method :hakari_test_c_sprintf
+    end
   end
 end
 

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require "hakari/hakari" # the engine's list of formats (Hakari::Native.formats)
+require_relative "engine" # the list of formats (Hakari::Native.formats)
 
 module Hakari
   # Where a profile goes, and how it gets there without harm:

@@ -34,7 +34,7 @@ typedef struct builder {
     uint32_t *path; size_t path_cap;
 } builder;
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || !errlen) return;
     va_list ap;
