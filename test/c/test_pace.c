@@ -23,6 +23,7 @@ typedef struct sim {
     int64_t now;
     int reads;          /* of the watched clock */
     int reads_at_leaf;  /* reads done when before_tick came */
+    int64_t ended_at;   /* the watched thread ended then: its clock reads -1 (0: never) */
 } sim;
 
 static int64_t cpu_at(const sim *s, int64_t t)
@@ -44,6 +45,7 @@ static int64_t sim_cpu(void *ctx, clockid_t c)
     if (c != WATCHED) return -1;
     s->now += US; /* a read takes time: the second read sees the thread move only if it runs */
     s->reads++;
+    if (s->ended_at && s->now >= s->ended_at) return -1;
     return cpu_at(s, s->now);
 }
 static int64_t sim_others(void *ctx, int64_t watched)
@@ -91,7 +93,7 @@ static run_result run(sim *s, int64_t from, int64_t to, int64_t late_at, int64_t
 static void test_running_thread_ticks_once_per_period_of_cpu(void)
 {
     const span spans[] = {{100 * MS, 1}};
-    sim s = {spans, 1, 0, 0, 0, 0};
+    sim s = {spans, 1, 0, 0, 0, 0, 0};
     run_result r = run(&s, 0, 100 * MS, -1, 0);
     CHECK_MSG(r.ticks >= 98 && r.ticks <= 101, "%d ticks in 100 ms of CPU at 1000 Hz", r.ticks);
     CHECK_INT(r.running, r.ticks);
@@ -104,7 +106,7 @@ static void test_running_thread_ticks_once_per_period_of_cpu(void)
 static void test_no_tick_while_the_thread_sleeps(void)
 {
     const span spans[] = {{MS / 2, 1}, {100 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0, 0};
+    sim s = {spans, 2, 0, 0, 0, 0, 0};
     run_result r = run(&s, 0, 100 * MS, -1, 0);
     CHECK_INT(r.ticks, 0); /* half a period of CPU, then sleep: nothing is due */
 }
@@ -114,7 +116,7 @@ static void test_no_tick_while_the_thread_sleeps(void)
 static int state_after_block(int64_t run_for, int64_t late, int *misordered)
 {
     const span spans[] = {{run_for, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0, 0};
+    sim s = {spans, 2, 0, 0, 0, 0, 0};
     run_result r = run(&s, 0, 50 * MS, PERIOD / 2, late);
     *misordered = r.misordered;
     return r.ticks == 1 && r.first_at >= PERIOD ? (int)r.last_state : -1;
@@ -149,7 +151,7 @@ static void test_state_of_a_tick_after_a_block(void)
 static void test_late_look_after_the_thread_resumed_is_blocked(void)
 {
     const span spans[] = {{3 * PERIOD, 1}, {4 * PERIOD, 0}, {50 * MS, 1}};
-    sim s = {spans, 3, 0, 0, 0, 0};
+    sim s = {spans, 3, 0, 0, 0, 0, 0};
     run_result r = run(&s, 0, 5 * PERIOD + 100 * US, PERIOD / 2, 4 * PERIOD); /* up to the late look */
     CHECK_INT(r.ticks, 1);
     CHECK_INT(r.last_state, HK_TICK_BLOCKED);
@@ -160,7 +162,7 @@ static void test_late_look_after_the_thread_resumed_is_blocked(void)
 static void test_late_look_at_a_running_thread_is_running(void)
 {
     const span spans[] = {{50 * MS, 1}};
-    sim s = {spans, 1, 0, 0, 0, 0};
+    sim s = {spans, 1, 0, 0, 0, 0, 0};
     run_result r = run(&s, 0, 20 * MS, PERIOD / 2, 3 * PERIOD);
     /* 20 ms of CPU, of which the lateness folds 3 periods into one tick */
     CHECK_MSG(r.ticks >= 15 && r.ticks <= 18, "%d ticks", r.ticks);
@@ -172,7 +174,7 @@ static void test_late_look_at_a_running_thread_is_running(void)
 static void test_first_look_starts_the_period(void)
 {
     const span spans[] = {{10 * MS, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0, 0};
+    sim s = {spans, 2, 0, 0, 0, 0, 0};
     run_result r = run(&s, 20 * MS, 50 * MS, -1, 0);
     CHECK_INT(r.ticks, 0);
 }
@@ -183,11 +185,22 @@ static void test_first_look_starts_the_period(void)
 static void test_other_threads_cpu_completes_the_period(void)
 {
     const span spans[] = {{100 * US, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 50, 0, 0, 0}; /* others use half of wall time */
+    sim s = {spans, 2, 50, 0, 0, 0, 0}; /* others use half of wall time */
     run_result r = run(&s, 0, 20 * MS, -1, 0);
     CHECK_MSG(r.ticks >= 7 && r.ticks <= 11, "%d ticks for ~10 ms of the others' CPU", r.ticks);
     CHECK_INT(r.stale, 0);
     CHECK_INT(r.blocked, r.ticks);
+}
+
+/* The watched thread ends: its clock can no longer be read, and until a job
+ * on another thread makes that one watched, the others' CPU keeps ticking. */
+static void test_other_threads_cpu_counts_after_the_watched_thread_ends(void)
+{
+    const span spans[] = {{5 * MS, 1}};
+    sim s = {spans, 1, 50, 0, 0, 0, 5 * MS}; /* others use half of wall time */
+    run_result r = run(&s, 0, 25 * MS, -1, 0);
+    /* about 5 ticks on the watched thread's 5 ms, and 10 on the others' 10 ms after it ended */
+    CHECK_MSG(r.ticks >= 13 && r.ticks <= 16, "%d ticks for 5 + 10 ms of CPU", r.ticks);
 }
 
 int main(void)
@@ -199,5 +212,6 @@ int main(void)
     RUN(test_late_look_at_a_running_thread_is_running);
     RUN(test_first_look_starts_the_period);
     RUN(test_other_threads_cpu_completes_the_period);
+    RUN(test_other_threads_cpu_counts_after_the_watched_thread_ends);
     return check_done();
 }

@@ -24,8 +24,10 @@ long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period, const hk_pace_reader
     int64_t wall = r->wall(r->ctx);
     int64_t cpu = r->cpu(r->ctx, c);
     *tick = (hk_pace_tick){0, cpu, HK_TICK_RUNNING};
-    /* a new thread to watch (or its clock went back: a reused thread id): its period starts now */
-    if (c != p->clock || cpu < 0 || p->base < 0 || cpu < p->base - period) {
+    /* A new thread to watch (or its clock went back: a reused thread id): its period starts
+     * now. A clock that cannot be read is a thread that ended: the period goes on, on the
+     * other threads' CPU, until a job on one of them makes it the one watched. */
+    if (c != p->clock || (cpu >= 0 && (p->base < 0 || cpu < p->base - period))) {
         p->clock = c;
         p->base = cpu;
         p->others_base = -1; /* "others" now means other threads */
