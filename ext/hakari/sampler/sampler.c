@@ -250,6 +250,76 @@ static void sample_waiting_threads(const hk_thread *cur, int64_t now)
     }
 }
 
+/* A thread's time since its latest sample, at its end or at stop (now on its
+ * clock): a record with no capture (HK_SAMPLE_TAIL), which the resolver puts
+ * under that sample's stack with an [unsampled] leaf. Without it, the CPU a
+ * thread used after its last sample would be in no profile: all of it for a
+ * thread that lives less than a period. ctx: GVL. */
+static void take_thread_tail(hk_thread *t, int64_t now)
+{
+    if (t->prev_clock < 0 || now < 0) return;
+    int64_t weight = now - t->prev_clock;
+    t->prev_clock = now;
+    if (weight <= 0) return;
+    uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS);
+    if (!at) {
+        S.dropped_count++;
+        return;
+    }
+    if (!t->seq) t->seq = ++S.nseq;
+    *(sample_head *)at = (sample_head){.seq = t->seq, .state = HK_SAMPLE_TAIL, .weight = weight};
+    if (!S.cfg.aggregate) ((sample_head *)at)->time_ns = hk_clock_ns(CLOCK_REALTIME);
+    hk_ring_commit(&S.ring, HEAD_WORDS);
+}
+
+/* At stop, the other threads' time since their latest samples: their CPU in
+ * cpu mode, their wall time in wall mode where no sample has taken it up to
+ * the stop (sample_waiting_threads). ctx: GVL. */
+static void take_other_threads_tails(const hk_thread *cur)
+{
+    for (size_t i = 0; i < S.nthreads; i++) {
+        hk_thread *t = &S.threads[i];
+        if (t == cur) continue;
+        int64_t now = S.cfg.mode == HK_MODE_WALL ? S.stop_mono_ns
+                      : t->tid > 0              ? hk_clock_ns(hk_thread_cpu_clock(t->tid))
+                                                : -1;
+        take_thread_tail(t, now);
+    }
+}
+
+/* RUBY_EVENT_THREAD_BEGIN, in the new thread: its baseline is its clock now
+ * (a native thread may be reused from Ruby's cache, so its CPU clock is not 0),
+ * and in cpu mode its own counter. RUBY_EVENT_THREAD_END, in the thread that
+ * ends: its time since its latest sample, and the counter goes. ctx: GVL. */
+static int thread_hook_added;
+
+static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
+{
+    (void)data, (void)self, (void)mid, (void)klass;
+    if (!S.running) return;
+    VALUE th = rb_thread_current();
+    hk_thread *t = hk_sampler_thread_find(th);
+    int64_t now = hk_clock_ns(hk_sampler_mode_clock());
+    if (ev & RUBY_EVENT_THREAD_END) {
+        if (!t) return;
+        take_thread_tail(t, now);
+        if (S.cfg.mode == HK_MODE_CPU) hk_sampler_native_accounted(hk_gettid(), now);
+        hk_cpu_clock_thread_end(t->tid);
+        /* its time is all taken: its native thread (and so its CPU clock) may go on to run another */
+        t->prev_clock = -1;
+        t->tid = 0;
+        return;
+    }
+    int tid = hk_gettid();
+    if (S.cfg.mode == HK_MODE_CPU) now = hk_sampler_native_baseline(tid, now);
+    if (t) t->prev_clock = now;
+    else t = hk_sampler_thread_add(th, now);
+    if (t) {
+        t->tid = tid;
+        hk_cpu_clock_thread_begin(t->tid);
+    }
+}
+
 /* wall mode: the tick's clock reading (the monotonic clock), or now */
 static int64_t wall_tick_time(void)
 {
@@ -453,6 +523,10 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.start_tsc = hk_tsc();
     memset(&S.cleared, 0, sizeof(S.cleared));
     hk_sampler_threads_start();
+    if (!thread_hook_added) { /* a forked child keeps its parent's */
+        rb_add_event_hook(thread_hook, RUBY_EVENT_THREAD_BEGIN | RUBY_EVENT_THREAD_END, Qnil);
+        thread_hook_added = 1;
+    }
     /* A timer thread's trigger flags the ractor's "running" execution context:
      * on 3.1 that is whichever thread last took the GVL, possibly one now asleep
      * in Queue#pop, whose flag no one acts on. Handing the GVL over and taking
@@ -535,9 +609,12 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
     int64_t tail = hk_sampler_tail_weight();
     S.stop_mono_ns = hk_clock_ns(CLOCK_MONOTONIC); /* where the duration ends, with the tail */
     /* and the other threads' time up to here, where they wait */
-    if (S.cfg.mode == HK_MODE_WALL && S.nthreads > 1)
-        sample_waiting_threads(hk_sampler_thread_find(rb_thread_current()), S.stop_mono_ns);
+    const hk_thread *cur = hk_sampler_thread_find(rb_thread_current());
+    if (S.cfg.mode == HK_MODE_WALL && S.nthreads > 1) sample_waiting_threads(cur, S.stop_mono_ns);
+    take_other_threads_tails(cur);
     S.running = 0;
+    rb_remove_event_hook(thread_hook);
+    thread_hook_added = 0;
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_stop();
     else hk_timer_stop();
     /* the worker is gone: what it did not resolve is resolved here, before
@@ -545,7 +622,6 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
      * hakari's own frames allocates, and the GC's mark takes the lock) */
     hk_resolve_rest();
     hk_sampler_take_tail_sample(tail);
-    hk_sampler_threads_stop();
     fill_stats(stats);
     hk_profile *p = hk_sampler_build_profile(&S, stats);
     keep_tables();
@@ -591,7 +667,7 @@ void hk_sampler_mark(void)
     size_t words;
     for (const uint64_t *rec = hk_ring_first(&S.ring, &cursor, &words); rec;
          rec = hk_ring_next(&S.ring, &cursor, &words))
-        if (((const sample_head *)rec)->state != HK_SAMPLE_AGAIN) hk_stack_walk_mark_capture(rec + HEAD_WORDS);
+        if (hk_sample_has_capture((const sample_head *)rec)) hk_stack_walk_mark_capture(rec + HEAD_WORDS);
     hk_stack_walk_mark();
     pthread_mutex_unlock(&hk_resolve_lock);
 }

@@ -42,7 +42,7 @@
 
 /* synthetic frames, keyed by special constants that no real frame can be */
 #define HK_FRAME_TRUNCATED Qnil  /* root of a stack cut at max_depth */
-#define HK_FRAME_UNSAMPLED Qtrue /* leaf of the stop-time tail (sampler_resolve.c) */
+#define HK_FRAME_UNSAMPLED Qtrue /* leaf of a thread's time after its last sample (sampler_resolve.c) */
 #define HK_FRAME_SYNTHETIC_P(f) ((f) == HK_FRAME_TRUNCATED || (f) == HK_FRAME_UNSAMPLED)
 
 #define HK_OWN_FRAMES 8     /* room above max_depth for hakari's own frames, left out of the stop-time tail */
@@ -179,6 +179,12 @@ typedef struct sample_head {
  * number and its weight, which adds to that thread's previous stack. */
 #define HK_SAMPLE_AGAIN 16
 #define HK_AGAIN_MAX 256 /* pairs in one record */
+/* A record with no capture of a thread's time since its latest sample, taken
+ * as it ends or at stop (its head's seq and weight): it goes under that
+ * sample's stack with an [unsampled] leaf, or alone when there was none. */
+#define HK_SAMPLE_TAIL 17
+/* a sample head followed by a capture (HK_TICK_* states), not a record of another kind */
+static inline int hk_sample_has_capture(const sample_head *h) { return h->state < HK_SAMPLE_AGAIN; }
 _Static_assert(sizeof(sample_head) % sizeof(uint64_t) == 0, "a capture starts on a word");
 
 /* The key buffer's head: room for the thread and the [truncated] root in
@@ -226,13 +232,14 @@ hk_thread *hk_sampler_thread_find(VALUE th);
 hk_thread *hk_sampler_thread_add(VALUE th, int64_t prev_clock);
 /* the thread's VM struct is known (t->vm_thread): the worker may flag it (sampler.c flag_threads) */
 void hk_sampler_thread_flaggable(const hk_thread *t);
-/* at start: a record (and a baseline clock) for every live thread, and the
- * thread begin/end hook that keeps them as threads come and go */
+/* at start: a record (and a baseline clock) for every live thread */
 void hk_sampler_threads_start(void);
 /* cpu mode, once its clock runs: each live thread's counter (HAKARI_CPU_CLOCK=perf) */
 void hk_sampler_threads_clock(void);
-/* at stop: the hook goes (the records are freed with the tables) */
-void hk_sampler_threads_stop(void);
+/* cpu mode: where the CPU clock of native thread tid (now: its value) was last
+ * accounted, for a Ruby thread that begins on it; and that it is accounted up to clock */
+int64_t hk_sampler_native_baseline(int tid, int64_t now);
+void hk_sampler_native_accounted(int tid, int64_t clock);
 
 /* ---- sampler_build.c ----------------------------------------------------------- */
 

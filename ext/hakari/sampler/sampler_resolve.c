@@ -220,6 +220,32 @@ static void resolve_again(const sample_head *h, const uint64_t *pair)
     }
 }
 
+/* A thread's time after its latest sample (HK_SAMPLE_TAIL): under that
+ * sample's stack with an [unsampled] leaf, or alone when it had none. The
+ * key buffer is used to build the stack: the next sample resolves in full.
+ * ctx: the resolve lock. */
+static void resolve_tail(const sample_head *h)
+{
+    uint32_t *tick_stack = tick_stack_of(h->seq);
+    uint32_t unsampled = frame_location(HK_FRAME_UNSAMPLED, 0);
+    if (!tick_stack || !unsampled) {
+        S.unresolved_count++;
+        return;
+    }
+    uint32_t *key = S.key_buf, n = 0;
+    S.key_n = 0; /* the key buffer no longer holds the latest sample's key */
+    const uint32_t *last = *tick_stack ? hk_intern_get(&S.stacks, *tick_stack - 1, &n) : NULL;
+    if (last) memcpy(key, last, n * sizeof(*key)); /* the thread, then the locations root first */
+    else key[n++] = h->seq;
+    key[n++] = unsampled;
+    int64_t stack = hk_intern_seq(&S.stacks, key, n);
+    if (stack < 0 || record((uint32_t)stack, h->weight, h->time_ns) < 0) {
+        S.unresolved_count++;
+        return;
+    }
+    S.sample_count++;
+}
+
 /* Resolves the ring's oldest sample; 0 when there was none. ctx: the resolve lock. */
 HK_HOT static int resolve_one(void)
 {
@@ -229,6 +255,8 @@ HK_HOT static int resolve_one(void)
     const sample_head *h = (const sample_head *)rec;
     if (h->state == HK_SAMPLE_AGAIN)
         resolve_again(h, rec + HEAD_WORDS);
+    else if (h->state == HK_SAMPLE_TAIL)
+        resolve_tail(h);
     else
         resolve_sample(h, rec + HEAD_WORDS);
     hk_ring_release(&S.ring);

@@ -1,15 +1,16 @@
-/* sampler_threads.c — the sampler's threads: their records and baseline
- * clocks, and the hook that follows threads as they begin and end (and tells
- * cpu mode's clock, whose per-thread counters follow them too). All of it
- * runs with the GVL (sampler_int.h).
+/* sampler_threads.c — the sampler's threads: their records, the baseline
+ * clocks of those alive at start, and the threads cpu mode's clock follows.
+ * All of it runs with the GVL (sampler_int.h); the hook that sees threads
+ * begin and end is sampler.c's.
  */
 #include "sampler_int.h"
+
+#include <dirent.h>
+#include <stdlib.h>
 
 #include "buf.h"
 #include "cpu_clock.h"
 #include "cpu_events.h"
-
-static int hook_installed;
 
 hk_thread *hk_sampler_thread_find(VALUE th)
 {
@@ -82,26 +83,61 @@ static void register_existing_threads(void)
     }
 }
 
-/* RUBY_EVENT_THREAD_BEGIN, in the new thread: its baseline is its clock now
- * (a native thread may be reused from Ruby's cache, so its CPU clock is not 0),
- * and in cpu mode its own counter. RUBY_EVENT_THREAD_END: the counter goes. */
-static void thread_begin_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
+/* ---- native threads' CPU clocks (cpu mode) ---------------------------------
+
+ * A native thread's CPU clock starts at 0 when it is created, but Ruby may run
+ * one Ruby thread after another on it (3.1's cache), and a thread's own setup
+ * runs before RUBY_EVENT_THREAD_BEGIN. So each native thread keeps where its
+ * clock was last accounted: at start for those alive then, at the end of each
+ * Ruby thread it ran. A Ruby thread that begins on it takes its time from
+ * there (from 0 on a native thread created since start), so its setup and its
+ * predecessor's teardown are in its first sample, not lost. */
+
+static hk_u64_map native_index; /* tid -> index in native_clock */
+static int64_t *native_clock;
+static size_t nnative, native_cap;
+
+static void native_forget(void)
 {
-    if (!S.running) return;
-    VALUE th = rb_thread_current();
-    hk_thread *t = hk_sampler_thread_find(th);
-    if (ev & RUBY_EVENT_THREAD_END) {
-        if (t) hk_cpu_clock_thread_end(t->tid);
-        return;
-    }
-    int64_t now = hk_clock_ns(hk_sampler_mode_clock());
-    if (t) t->prev_clock = now;
-    else t = hk_sampler_thread_add(th, now);
-    if (t) {
-        t->tid = hk_gettid();
-        hk_cpu_clock_thread_begin(t->tid);
-    }
+    hk_u64_map_clear(&native_index);
+    nnative = 0;
 }
+
+static void native_set(int tid, int64_t clock)
+{
+    uint32_t i;
+    if (tid <= 0 || clock < 0) return;
+    if (!hk_u64_map_get(&native_index, (uint64_t)tid, &i)) {
+        if (hk_array_grow((void **)&native_clock, &native_cap, nnative + 1, sizeof(*native_clock)) < 0 ||
+            hk_u64_map_put(&native_index, (uint64_t)tid, (uint32_t)nnative) < 0)
+            return; /* out of memory: this thread's baseline will be its clock at its start */
+        i = (uint32_t)nnative++;
+    }
+    native_clock[i] = clock;
+}
+
+/* every native thread of the process, with its CPU clock now */
+static void native_scan(void)
+{
+    native_forget();
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        int tid = atoi(e->d_name);
+        if (tid > 0) native_set(tid, hk_clock_ns(hk_thread_cpu_clock(tid)));
+    }
+    closedir(d);
+}
+
+int64_t hk_sampler_native_baseline(int tid, int64_t now)
+{
+    uint32_t i;
+    if (tid <= 0) return now;
+    if (hk_u64_map_get(&native_index, (uint64_t)tid, &i)) return native_clock[i] <= now ? native_clock[i] : now;
+    return nnative ? 0 : now; /* created since start (if the scan at start saw any thread) */
+}
+
+void hk_sampler_native_accounted(int tid, int64_t clock) { native_set(tid, clock); }
 
 void hk_sampler_threads_clock(void)
 {
@@ -110,17 +146,7 @@ void hk_sampler_threads_clock(void)
 
 void hk_sampler_threads_start(void)
 {
+    if (S.cfg.mode == HK_MODE_CPU) native_scan();
+    else native_forget();
     register_existing_threads();
-    if (!hook_installed) {
-        rb_add_event_hook(thread_begin_hook, RUBY_EVENT_THREAD_BEGIN | RUBY_EVENT_THREAD_END, Qnil);
-        hook_installed = 1;
-    }
-}
-
-void hk_sampler_threads_stop(void)
-{
-    if (hook_installed) {
-        rb_remove_event_hook(thread_begin_hook);
-        hook_installed = 0;
-    }
 }

@@ -1,0 +1,52 @@
+# frozen_string_literal: true
+
+# Is every thread's CPU in a cpu-mode profile? For each scenario: the CPU the program's own
+# threads used (the process's CPU clock over the run, less hakari's worker thread's CPU) beside
+# the profile's total weight, and their ratio. The target is a profile that holds at least 95 %
+# of that CPU (docs/benchmarks.md).
+#
+#   ruby bench/cpu_total.rb                 (any lane: script/lane 3.4+yjit ruby bench/cpu_total.rb)
+# Env: HAKARI_BENCH_ROUNDS (runs of each scenario, default 3)
+
+$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+require "hakari"
+
+ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "3"))
+
+def loop_work(n) = n.times { |i| i * i }
+
+SCENARIOS = {
+  # 500 short threads, 25 alive at a time, each a small loop (well under a period each on a fast Ruby)
+  "500 short threads" => lambda do
+    20.times { Array.new(25) { Thread.new { loop_work(2_000) } }.each(&:join) }
+  end,
+  # the same while another thread runs GC.compact over and over
+  "short threads + GC.compact thread" => lambda do
+    gc = Thread.new { 40.times { GC.compact } }
+    20.times { Array.new(25) { Thread.new { loop_work(2_000) } }.each(&:join) }
+    gc.join
+  end,
+  # 30 threads that each loop long enough for many samples, competing for the GVL
+  "30 competing threads" => lambda do
+    Array.new(30) { Thread.new { loop_work(200_000) } }.each(&:join)
+  end,
+  # one thread, for scale
+  "one thread" => -> { loop_work(3_000_000) },
+}.freeze
+
+def measure(work)
+  cpu0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :nanosecond)
+  data = Hakari.start(mode: :cpu, frequency: 1000) { work.call }
+  used = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :nanosecond) - cpu0 - data[:timer_cpu_ns]
+  [used, data[:samples].sum { |_, w| w }, data[:thread_count]]
+end
+
+printf "%s%s, cpu mode, 1000 Hz, %d rounds each\n", RUBY_DESCRIPTION, "", ROUNDS
+printf "%-36s %12s %12s %8s %8s\n", "scenario", "program CPU", "profile", "share", "threads"
+SCENARIOS.each do |name, work|
+  work.call # warm up: first-call costs and the JIT are not the subject
+  ROUNDS.times do
+    used, total, threads = measure(work)
+    printf "%-36s %9.1f ms %9.1f ms %7.1f %% %8d\n", name, used / 1e6, total / 1e6, 100.0 * total / used, threads
+  end
+end
