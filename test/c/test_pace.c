@@ -203,6 +203,29 @@ static void test_other_threads_cpu_counts_after_the_watched_thread_ends(void)
     CHECK_MSG(r.ticks >= 13 && r.ticks <= 16, "%d ticks for 5 + 10 ms of CPU", r.ticks);
 }
 
+/* A thread made the one watched by the job's sample on it: its period began
+ * at that sample, not at the worker's next look. Here the sample came 0.8 of a
+ * period before the look: the tick is due 0.2 of a period later, not a whole
+ * one (at every switch of the GVL, a tick was lost and the next one landed in
+ * whatever the thread did after its first period). */
+static void test_a_watched_thread_begins_its_period_at_its_sample(void)
+{
+    const span spans[] = {{50 * MS, 1}};
+    sim s = {spans, 1, 0, 10 * MS, 0, 0, 0};
+    const hk_pace_reader r = {sim_wall, sim_cpu, sim_others, sim_before_tick, &s};
+    hk_pacer p = hk_pace_new();
+    hk_pace_watch(&p, WATCHED, cpu_at(&s, s.now) - PERIOD * 8 / 10);
+    int64_t first_tick = -1;
+    while (s.now < 20 * MS && first_tick < 0) {
+        hk_pace_tick tick;
+        long wait = hk_pace_look(&p, WATCHED, PERIOD, &r, &tick);
+        if (tick.due) first_tick = s.now;
+        s.now += wait;
+    }
+    CHECK_MSG(first_tick >= 10 * MS + PERIOD / 10 && first_tick <= 10 * MS + PERIOD * 3 / 10,
+              "first tick %lld us after the look, expected about 200", (long long)(first_tick - 10 * MS) / 1000);
+}
+
 int main(void)
 {
     RUN(test_running_thread_ticks_once_per_period_of_cpu);
@@ -213,5 +236,6 @@ int main(void)
     RUN(test_first_look_starts_the_period);
     RUN(test_other_threads_cpu_completes_the_period);
     RUN(test_other_threads_cpu_counts_after_the_watched_thread_ends);
+    RUN(test_a_watched_thread_begins_its_period_at_its_sample);
     return check_done();
 }

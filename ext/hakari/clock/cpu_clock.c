@@ -23,8 +23,16 @@
 
 #define EVENT_FDS 4096 /* descriptors below this map to their thread's clock for the signal handler */
 
+/* Threads whose CPU clocks the paced worker reads one by one while the
+ * watched thread is not running: the process clock would do, but Linux brings
+ * a running thread's share of it up to date only at its scheduler tick, so a
+ * switch of the GVL to another thread would be seen milliseconds late (and
+ * its ticks missed). Past this many live threads, the process clock it is. */
+#define FOLLOWED 16
+
 static struct {
     _Alignas(64) clockid_t watched; /* the paced worker's clock */
+    int64_t watched_from;           /* where its period begins on it (-1: at the worker's next look) */
     int64_t period_ns;
     hk_tick_hooks hooks;
     hk_pacer pacer;                 /* the paced worker's own */
@@ -36,7 +44,18 @@ static struct {
     int open, max_open;             /* counters open now; the most the descriptor limit allows */
     uint64_t replaced_cpu_ns;       /* CPU of a worker the fallback replaced */
     const char *kind;
+    /* written with the GVL as threads begin and end, read by the worker */
+    _Alignas(64) clockid_t followed[FOLLOWED]; /* CPU clocks of live threads; 0: a free slot */
+    int unfollowed;                 /* live threads without a slot: the process clock instead */
 } C = {.kind = "none"};
+
+/* the paced worker's own view of the followed clocks */
+static struct {
+    clockid_t seen[FOLLOWED];       /* the clock each slot held at the previous look */
+    int64_t last[FOLLOWED];         /* its value then */
+    int64_t by_process;             /* the process clock's figure at the previous look */
+    int64_t total;                  /* the other threads' CPU, summed over the looks */
+} F;
 
 /* ---- the paced worker ---------------------------------------------------- */
 
@@ -53,13 +72,37 @@ static int64_t read_cpu(void *ctx, clockid_t c)
 }
 
 /* CPU used by the process's threads other than the watched one and this
- * worker. The watched thread's clock was just read, which brings its share of
- * the process clock up to date; other running threads' shares are as of the
- * scheduler's last tick. */
+ * worker, summed over the looks (the pacer takes differences). Each followed
+ * thread's clock is read (a slot that changed clock starts from its value
+ * now); the watched one is read only to keep its baseline. With threads past
+ * the slots, the process clock less the watched thread and this worker: the
+ * watched thread's share of it is up to date (its clock was just read),
+ * other running threads' shares as of the scheduler's last tick. */
 static int64_t read_others(void *ctx, int64_t watched)
 {
     (void)ctx;
-    return hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - (watched > 0 ? watched : 0) - hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    int64_t by_process =
+        hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - (watched > 0 ? watched : 0) - hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    int64_t process_delta = F.by_process && by_process > F.by_process ? by_process - F.by_process : 0;
+    F.by_process = by_process;
+    if (__atomic_load_n(&C.unfollowed, __ATOMIC_RELAXED) > 0) return F.total += process_delta;
+    clockid_t watched_clock = __atomic_load_n(&C.watched, __ATOMIC_RELAXED);
+    for (int i = 0; i < FOLLOWED; i++) {
+        clockid_t c = __atomic_load_n(&C.followed[i], __ATOMIC_RELAXED);
+        if (!c) {
+            F.seen[i] = 0;
+            continue;
+        }
+        int64_t v = hk_clock_ns(c);
+        if (c != F.seen[i] || v < 0) {
+            F.seen[i] = v < 0 ? 0 : c;
+            F.last[i] = v;
+            continue;
+        }
+        if (c != watched_clock && v > F.last[i]) F.total += v - F.last[i];
+        F.last[i] = v;
+    }
+    return F.total;
 }
 
 static void before_tick(void *ctx)
@@ -72,7 +115,8 @@ static void before_tick(void *ctx)
 static long pace_step(void)
 {
     const hk_pace_reader reader = {read_wall, read_cpu, read_others, before_tick, NULL};
-    clockid_t c = __atomic_load_n(&C.watched, __ATOMIC_RELAXED);
+    clockid_t c = __atomic_load_n(&C.watched, __ATOMIC_ACQUIRE);
+    if (c != C.pacer.clock) hk_pace_watch(&C.pacer, c, __atomic_load_n(&C.watched_from, __ATOMIC_RELAXED));
     hk_pace_tick tick;
     long wait = hk_pace_look(&C.pacer, c, C.period_ns, &reader, &tick);
     if (tick.due) C.hooks.tick(c, tick.at, tick.state);
@@ -127,9 +171,35 @@ static void fall_back_to_pacer(void)
     if (start_paced(err, sizeof(err)) < 0) C.failed = 1; /* no clock: no samples */
 }
 
+/* the paced worker reads the thread's clock while the watched one does not run */
+static void follow(int tid)
+{
+    clockid_t c = hk_thread_cpu_clock(tid);
+    for (int i = 0; i < FOLLOWED; i++)
+        if (C.followed[i] == c) return;
+    for (int i = 0; i < FOLLOWED; i++)
+        if (!C.followed[i]) {
+            __atomic_store_n(&C.followed[i], c, __ATOMIC_RELAXED);
+            return;
+        }
+    __atomic_add_fetch(&C.unfollowed, 1, __ATOMIC_RELAXED);
+}
+
+static void unfollow(int tid)
+{
+    clockid_t c = hk_thread_cpu_clock(tid);
+    for (int i = 0; i < FOLLOWED; i++)
+        if (C.followed[i] == c) {
+            __atomic_store_n(&C.followed[i], 0, __ATOMIC_RELAXED);
+            return;
+        }
+    if (C.unfollowed > 0) __atomic_sub_fetch(&C.unfollowed, 1, __ATOMIC_RELAXED);
+}
+
 void hk_cpu_clock_thread_begin(int tid)
 {
     uint32_t had;
+    if (tid > 0 && !C.perf) follow(tid);
     if (!C.perf || tid <= 0 || hk_u64_map_get(&C.tid_fd, (uint64_t)tid, &had)) return;
     if (C.open >= C.max_open) { fall_back_to_pacer(); return; }
     int fd = hk_cpu_event_open(tid, C.period_ns, hk_timer_signal(), hk_timer_worker_tid());
@@ -146,6 +216,7 @@ void hk_cpu_clock_thread_begin(int tid)
 void hk_cpu_clock_thread_end(int tid)
 {
     uint32_t fd1;
+    if (tid > 0 && !C.perf) unfollow(tid);
     if (!C.perf || tid <= 0 || !hk_u64_map_get(&C.tid_fd, (uint64_t)tid, &fd1)) return;
     close_counter((int)fd1 - 1); /* a counter per live thread, not per thread ever seen */
     hk_u64_map_del(&C.tid_fd, (uint64_t)tid);
@@ -180,6 +251,7 @@ int hk_cpu_clock_start(int64_t period_ns, int perf, clockid_t first, const hk_ti
                        size_t errlen)
 {
     C.watched = first;
+    C.watched_from = -1;
     C.period_ns = period_ns;
     C.hooks = *hooks;
     C.perf = 0;
@@ -187,14 +259,21 @@ int hk_cpu_clock_start(int64_t period_ns, int perf, clockid_t first, const hk_ti
     C.open = 0;
     C.replaced_cpu_ns = 0;
     hk_u64_map_clear(&C.tid_fd);
+    memset(C.followed, 0, sizeof(C.followed));
+    C.unfollowed = 0;
+    memset(&F, 0, sizeof(F));
     if (perf && start_perf(err, errlen) == 0) return 0;
     return start_paced(err, errlen);
 }
 
-void hk_cpu_clock_watch(clockid_t c)
+void hk_cpu_clock_watch(clockid_t c, int64_t from)
 {
-    /* written only on change: the worker reads it at every look */
-    if (__atomic_load_n(&C.watched, __ATOMIC_RELAXED) != c) __atomic_store_n(&C.watched, c, __ATOMIC_RELAXED);
+    /* written only on change: the worker reads it at every look; where the
+     * period begins first, so that the worker never sees the new clock with
+     * an older thread's reading (it checks the reading against the clock, too) */
+    if (__atomic_load_n(&C.watched, __ATOMIC_RELAXED) == c) return;
+    __atomic_store_n(&C.watched_from, from, __ATOMIC_RELAXED);
+    __atomic_store_n(&C.watched, c, __ATOMIC_RELEASE);
 }
 
 void hk_cpu_clock_stop(void)

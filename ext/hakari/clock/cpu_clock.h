@@ -36,8 +36,10 @@ typedef struct hk_tick_hooks {
 int hk_cpu_clock_start(int64_t period_ns, int perf, clockid_t first, const hk_tick_hooks *hooks, char *err,
                        size_t errlen);
 /* ctx: GVL (the job). The thread most likely to run the next job: the paced
- * worker watches its clock from now on. Cheap when it does not change. */
-void hk_cpu_clock_watch(clockid_t c);
+ * worker watches its clock c from now on, its period beginning where c read
+ * `from` (its latest sample's reading; -1: at the worker's next look). Cheap
+ * when it does not change. */
+void hk_cpu_clock_watch(clockid_t c, int64_t from);
 /* ctx: GVL. perf: a counter for thread tid, which began (or lives at start);
  * and its end. No-ops for the paced worker. */
 void hk_cpu_clock_thread_begin(int tid);

@@ -19,6 +19,14 @@ hk_pacer hk_pace_new(void)
     return (hk_pacer){.clock = (clockid_t)-1, .base = -1, .others_base = -1};
 }
 
+void hk_pace_watch(hk_pacer *p, clockid_t c, int64_t from)
+{
+    p->clock = c;
+    p->base = from;
+    p->others_base = -1; /* "others" now means other threads */
+    p->prev_wall = 0;    /* whether it runs all the time: its first look cannot tell */
+}
+
 long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period, const hk_pace_reader *r, hk_pace_tick *tick)
 {
     int64_t wall = r->wall(r->ctx);
@@ -60,6 +68,7 @@ long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period, const hk_pace_reader
         r->before_tick(r->ctx);
         int64_t again = r->cpu(r->ctx, c);
         on_cpu = again > cpu;
+        if (!p->prev_wall) running = on_cpu; /* the first look at this clock: on CPU now is all it knows */
         if (on_cpu) tick->at = again;
         tick->due = (on_cpu && running) || used_all >= period;
         tick->state = on_cpu && running ? HK_TICK_RUNNING : HK_TICK_BLOCKED;

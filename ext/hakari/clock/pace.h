@@ -51,6 +51,12 @@ typedef struct hk_pace_tick {
 
 /* A fresh pacer: no clock watched yet. */
 hk_pacer hk_pace_new(void);
+/* From now on the pacer watches clock c, its period beginning where c read
+ * from (-1: at the next look). The job's sample on a thread makes that thread
+ * the one watched: its period began at that sample, not at the worker's next
+ * look, which may come most of a period later (a tick lost at every switch of
+ * the GVL between threads, and the next one landing in whatever comes after). */
+void hk_pace_watch(hk_pacer *p, clockid_t c, int64_t from);
 /* One look at the watched clock c with a period of period_ns; fills tick and
  * returns how long to wait before the next look (ns). */
 long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period_ns, const hk_pace_reader *r, hk_pace_tick *tick);

@@ -154,7 +154,7 @@ HK_HOT static hk_thread *take_sample(void)
         t->spot_valid = 0; /* it ran: its next wait starts a new stack */
         if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
         /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
-        if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_watch(t->clock);
+        if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_watch(t->clock, t->prev_clock);
         const void *slot = hk_stack_walk_leaf_slot();
         if (__atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED) != slot)
             __atomic_store_n(&S.leaf_slot, slot, __ATOMIC_RELAXED);
