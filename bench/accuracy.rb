@@ -1,41 +1,64 @@
 # frozen_string_literal: true
 
-# Ground-truth accuracy: how much time does each profiler give a method, against the
-# time that method really took (measured around every call, on both clocks)?
+# Ground-truth accuracy: how much time does each profiler give a method, against the time that
+# method really took (measured around every call, on both clocks, in every thread)?
 #
 # Workloads (methods of Work): ruby_busy (Ruby loop), c_busy (C loop holding the GVL),
-# c_sleep_hold (C sleep holding the GVL), c_sleep_release (C sleep without the GVL), and
-# mixed (calls the four). The same deterministic schedule runs four times in one process:
-# hakari cpu, hakari wall, stackprof cpu, stackprof wall, all at 1000 Hz.
-# A method's profiled time is its cumulative time: the weight of every sample whose stack
-# contains it, each sample counted once. stackprof's samples count interval µs each.
+# c_sleep_hold (C sleep holding the GVL), c_sleep_release (C sleep without the GVL), and mixed
+# (calls the four). Two scenarios run the same deterministic schedule of calls:
+#   single   on the main thread;
+#   threads  on three worker threads at once, which the main thread joins: they compete for the
+#            GVL, and in wall mode each thread's waits count where it waits.
+# Each runs under each profiler (hakari, stackprof, and rperf where it installs: Ruby 3.4+) in
+# cpu and wall mode at 1000 Hz, in one process. A method's profiled time is its cumulative
+# time: the weight of every sample whose stack contains it, each sample counted once.
+# The score is the mean relative error over the methods (docs/benchmarks.md).
 #
-#   ruby bench/accuracy.rb        (after bench/build)
-# Env: HAKARI_BENCH_ACCURACY_SECONDS (wall time per run, default 2.5),
-#      HAKARI_BENCH_CALL_MS (call lengths in ms, comma-separated)
+#   ruby bench/accuracy.rb                  (a lane's: script/lane 3.4+yjit ruby bench/accuracy.rb)
+# Env: HAKARI_BENCH_ACCURACY_SECONDS  wall time per run (default 2.5)
+#      HAKARI_BENCH_CALL_MS           call lengths in ms, comma-separated
+#      HAKARI_BENCH_PROFILERS         which profilers (default hakari,stackprof,rperf)
+#      HAKARI_BENCH_SCENARIOS         single,threads (default both)
+#      HAKARI_BENCH_LOAD              busy processes beside the bench: a number, or "cores" for one
+#                                     per core (default 0): a loaded server, the normal case
+#      HAKARI_BENCH_VERBOSE=1         every method's figures, not only the summary
 
-require_relative "cwork_built" # the bench's C helper, built if missing
+require "etc"
+require_relative "bench_ext"
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "hakari"
-require "cwork"
-require "stackprof"
+BenchExt.load("cwork")
 
 $stdout.sync = true # a crash report must come after the tables it interrupted
 SECONDS = Float(ENV.fetch("HAKARI_BENCH_ACCURACY_SECONDS", "2.5"))
 HZ = 1000
 CPU = Process::CLOCK_THREAD_CPUTIME_ID
 WALL = Process::CLOCK_MONOTONIC
-# Call lengths in ms: a spread of short and long calls, none a multiple of the 1 ms
-# period, so that call boundaries fall at every phase of the timer. Errors at call
-# boundaries weigh less as calls get longer: HAKARI_BENCH_CALL_MS=20,50 shows how much.
+# Call lengths in ms: a spread of short and long calls, none a multiple of the 1 ms period, so
+# that call boundaries fall at every phase of the timer.
 DURATIONS = ENV.fetch("HAKARI_BENCH_CALL_MS", "1.3,2.9,4.7,7.1,11.3").split(",").map { Float(_1) }.freeze
 METHODS = %i[ruby_busy c_busy c_sleep_hold c_sleep_release mixed].freeze
+WORKERS = 3
+VERBOSE = ENV["HAKARI_BENCH_VERBOSE"] == "1"
+SCENARIOS = ENV.fetch("HAKARI_BENCH_SCENARIOS", "single,threads").split(",").map(&:to_sym).freeze
 
-# Real cost of each method, summed over its calls (nested calls count for both methods,
-# as cumulative time does).
+# The peers that load on this Ruby (rperf needs 3.4's APIs)
+PROFILERS = ENV.fetch("HAKARI_BENCH_PROFILERS", "hakari,stackprof,rperf").split(",").map(&:to_sym).select do |p|
+  next true if p == :hakari
+
+  require(p.to_s)
+  true
+rescue LoadError => e
+  warn "accuracy: #{p} left out on Ruby #{RUBY_VERSION} (#{e.message})"
+  false
+end.freeze
+
+# Real cost of each method, summed over its calls in every thread (nested calls count for both
+# methods, as cumulative time does).
 module Truth
   @cpu = Hash.new(0)
   @wall = Hash.new(0)
+  @lock = Mutex.new
   class << self
     attr_reader :cpu, :wall
 
@@ -43,8 +66,12 @@ module Truth
     def now = [Process.clock_gettime(CPU, :nanosecond), Process.clock_gettime(WALL, :nanosecond)]
 
     def add(name, start)
-      @cpu[name] += Process.clock_gettime(CPU, :nanosecond) - start[0]
-      @wall[name] += Process.clock_gettime(WALL, :nanosecond) - start[1]
+      cpu = Process.clock_gettime(CPU, :nanosecond) - start[0]
+      wall = Process.clock_gettime(WALL, :nanosecond) - start[1]
+      @lock.synchronize do
+        @cpu[name] += cpu
+        @wall[name] += wall
+      end
     end
   end
 end
@@ -87,10 +114,10 @@ class Work
     Truth.add(:mixed, t)
   end
 
-  # Every method at every length once per round, in an order shuffled by a fixed seed,
-  # so each method is preceded by all the others across the run.
-  def run(rounds)
-    rng = Random.new(42)
+  # Every method at every length once per round, in an order shuffled by a fixed seed, so each
+  # method is preceded by all the others across the run.
+  def run(rounds, seed = 42)
+    rng = Random.new(seed)
     calls = METHODS.product(DURATIONS)
     rounds.times { calls.shuffle(random: rng).each { |m, ms| send(m, ms) } }
   end
@@ -99,113 +126,134 @@ end
 ROUND_MS = DURATIONS.sum * METHODS.size
 ROUNDS = [(SECONDS * 1000 / ROUND_MS).round, 1].max
 
+# The scenario's work, about SECONDS of wall time either way: the threads share the rounds.
+def scenario_work(scenario)
+  work = Work.new
+  case scenario
+  when :single then -> { work.run(ROUNDS) }
+  when :threads
+    rounds = [(ROUNDS * 1.5 / WORKERS).round, 1].max # they overlap: more rounds in the same time
+    -> { Array.new(WORKERS) { |i| Thread.new { work.run(rounds, 42 + i) } }.each(&:join) }
+  end
+end
+
 def label_of(name) = "Work##{name}"
 
-# Cumulative ns per method from hakari's samples: [[frames leaf-first, weight_ns, count, thread], ...]
-def hakari_times(profile)
+# Cumulative ns per method, from stacks given as label lists with their weights
+def totals_of(stacks)
   totals = Hash.new(0)
-  profile[:samples].each do |frames, weight, _count, _thread|
-    labels = frames.map(&:first).uniq
+  stacks.each do |labels, weight|
     METHODS.each { |m| totals[m] += weight if labels.include?(label_of(m)) }
     totals[:__all] += weight
   end
   totals
 end
 
-# Cumulative ns per method from stackprof's raw stacks: [len, frame ids…, count, len, …]
+# hakari's samples: [[frames leaf-first, weight_ns, count, thread], ...]
+def hakari_times(profile) = totals_of(profile[:samples].map { |frames, weight| [frames.map(&:first).uniq, weight] })
+
+# rperf's aggregated samples: [[frames [[path, label], ...], weight_ns, thread, label set], ...]
+def rperf_times(data) = totals_of(data[:aggregated_samples].map { |frames, weight| [frames.map(&:last).uniq, weight] })
+
+# stackprof's raw stacks: [len, frame ids…, count, len, …], each sample an interval's µs
 def stackprof_times(result)
-  totals = Hash.new(0)
-  raw = result[:raw]
   names = result[:frames].transform_values { |f| f[:name] }
-  ns_per_sample = result[:interval] * 1000
+  raw = result[:raw]
+  stacks = []
   i = 0
   while i < raw.size
     len = raw[i]
-    labels = raw[i + 1, len].map { |id| names[id] }.uniq
-    count = raw[i + 1 + len]
-    METHODS.each { |m| totals[m] += count * ns_per_sample if labels.include?(label_of(m)) }
-    totals[:__all] += count * ns_per_sample
+    stacks << [raw[i + 1, len].map { |id| names[id] }.uniq, raw[i + 1 + len] * result[:interval] * 1000]
     i += len + 2
   end
-  totals
+  totals_of(stacks)
 end
 
-# CPU the hypervisor took from this VM (all cores), in ms: /proc/stat's steal column, in
-# clock ticks of 1/100 s. A run during which a profiler's timer thread was kept off its core
-# takes its ticks late, at call boundaries that have moved on: its error says so.
+# CPU the hypervisor took from this VM (all cores), in ms: /proc/stat's steal column, in clock
+# ticks of 1/100 s. A run during which a profiler's timer thread was kept off its core takes
+# its ticks late: its error says so.
 def steal_ms = File.read("/proc/stat")[/^cpu (.*)/, 1].split[7].to_i * 10
 
-def profile_run(profiler, mode)
-  work = Work.new
+def profile_run(profiler, mode, scenario)
+  run = scenario_work(scenario)
   Truth.reset
   GC.start # so a GC owed by the previous run does not land in this one
   s0 = steal_ms
   case profiler
   when :hakari
-    data = Hakari.start(mode: mode, frequency: HZ) { work.run(ROUNDS) }
-    extra = data.to_h.slice(:sample_count, :dropped_count, :stale_count, :trigger_count)
-    [hakari_times(data), extra.merge(steal_ms: steal_ms - s0)]
+    data = Hakari.start(mode: mode, frequency: HZ) { run.call }
+    [hakari_times(data), data.to_h.slice(:sample_count, :dropped_count, :stale_count).merge(steal_ms: steal_ms - s0)]
   when :stackprof
-    result = StackProf.run(mode: mode, interval: 1_000_000 / HZ, raw: true) { work.run(ROUNDS) }
-    [stackprof_times(result), result.slice(:samples, :missed_samples, :gc_samples).merge(steal_ms: steal_ms - s0)]
+    result = StackProf.run(mode: mode, interval: 1_000_000 / HZ, raw: true) { run.call }
+    [stackprof_times(result), result.slice(:samples, :missed_samples).merge(steal_ms: steal_ms - s0)]
+  when :rperf
+    Rperf.start(mode: mode, frequency: HZ)
+    begin
+      run.call
+    ensure
+      data = Rperf.stop
+    end
+    [rperf_times(data), { samples: data[:sampling_count], steal_ms: steal_ms - s0 }]
   end
 end
 
 def ms(ns) = format("%9.1f", ns / 1e6)
 
-# Prints one table and returns the mean relative error over the methods that have one.
-def report(profiler, mode, got, extra)
+# The mean relative error over the methods that take time on the mode's clock (a sleep in cpu
+# mode is judged by how much it was wrongly given, against the total), printing the methods'
+# figures when VERBOSE.
+def score(profiler, mode, scenario, got, extra)
   truth = mode == :cpu ? Truth.cpu : Truth.wall
   total = truth.values_at(*%i[ruby_busy c_busy c_sleep_hold c_sleep_release]).sum
-  puts "\n#{profiler} #{mode} mode (#{mode == :cpu ? 'thread CPU' : 'wall'} time; " \
-       "#{extra.map { |k, v| "#{k}=#{v}" }.join(' ')})"
-  puts format("  %-16s %9s %9s %9s  %s", "method", "truth ms", "prof. ms", "diff ms", "error")
+  if VERBOSE
+    puts "\n#{profiler} #{mode} #{scenario} (#{extra.map { |k, v| "#{k}=#{v}" }.join(' ')})"
+    puts format("  %-16s %9s %9s %9s  %s", "method", "truth ms", "prof. ms", "diff ms", "error")
+  end
   rel = []
   METHODS.each do |m|
     t = truth[m]
     g = got[m]
-    # A method that costs ~nothing on this clock (a sleep in cpu mode) has no meaningful
-    # relative error: judge it by how much time it was wrongly given, against the total.
     if t < 0.05 * Truth.wall[m]
-      err = format("abs %.1f ms = %.2f%% of total (truth ~0: no relative error)", (g - t) / 1e6, 100.0 * (g - t).abs / total)
+      err = format("abs %.1f ms = %.2f%% of total (truth ~0)", (g - t) / 1e6, 100.0 * (g - t).abs / total)
     else
       rel << (g - t).abs.fdiv(t)
       err = format("%+.2f%%", 100.0 * (g - t) / t)
     end
-    puts format("  %-16s %s %s %s  %s", m, ms(t), ms(g), ms(g - t), err)
+    puts format("  %-16s %s %s %s  %s", m, ms(t), ms(g), ms(g - t), err) if VERBOSE
   end
-  mean = rel.sum / rel.size
-  puts format("  %-16s %s %s  (whole profile vs sum of the four leaf methods)", "total", ms(total), ms(got[:__all]))
-  if profiler == :stackprof
-    # Fewer samples than asked for make samples × interval under-count: in cpu mode the
-    # setitimer CPU timer fires only on the kernel's tick, and in both modes the ticks
-    # that land in one C call collapse into one sample.
-    puts format("  stackprof took %.0f samples per second of %s time (1000 asked for)",
-                extra[:samples] / (total / 1e9), mode == :cpu ? "CPU" : "wall")
-  end
-  puts format("  mean relative error over %d methods: %.2f%%", rel.size, 100 * mean)
-  mean
+  rel.sum / rel.size
 end
 
-puts "accuracy: ruby #{RUBY_VERSION}, #{HZ} Hz, call lengths #{DURATIONS.join('/')} ms, " \
-     "#{ROUNDS} rounds of #{ROUND_MS.round} ms per run"
-summary = {}
-%i[hakari stackprof].each do |profiler|
-  %i[cpu wall].each do |mode|
-    got, extra = profile_run(profiler, mode)
-    summary[[profiler, mode]] = [report(profiler, mode, got, extra), extra[:steal_ms]]
+# busy processes on `n` cores, for as long as the bench runs
+def start_load(n)
+  Array.new(n) { Process.spawn("sh", "-c", "while :; do :; done", pgroup: true) }.tap do |pids|
+    at_exit { pids.each { |pid| Process.kill(:KILL, -pid) rescue nil } } # rubocop:disable Style/RescueModifier
   end
 end
 
-# A tick whose timer thread the hypervisor kept off its core lands late, often in the next
-# method: on this VM the cpu-mode error went from about 1 % with under 250 ms stolen to
-# 2.5-3 % with 300-650 ms and 8-9 % with 2 s, when a sleep right after a busy loop got the
-# loop's CPU. Since hakari gives such stale ticks to the previous sample's stack
-# (stale_count), a late worker costs less (1.4-3.8 % with delays injected, bench/README.md),
-# but still more than a timely one.
-NOISY_STEAL_MS = 250
-puts "\nmean relative error (target: hakari <= 2% in both modes)"
-summary.each do |(p, m), (e, steal)|
-  puts format("  %-10s %-5s %6.2f%%   (%d ms stolen%s)", p, m, 100 * e, steal,
-              steal > NOISY_STEAL_MS ? " -- NOISY: rerun on an idle machine" : "")
+load_spec = ENV.fetch("HAKARI_BENCH_LOAD", "0")
+load = load_spec == "cores" ? Etc.nprocessors : Integer(load_spec)
+pids = start_load(load)
+yjit = defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? "+YJIT" : ""
+puts "accuracy: ruby #{RUBY_VERSION}#{yjit}, #{HZ} Hz, #{PROFILERS.join('/')}, call lengths #{DURATIONS.join('/')} ms, " \
+     "#{ROUNDS} rounds of #{ROUND_MS.round} ms per single run, #{WORKERS} workers in threads, " \
+     "#{load.zero? ? 'quiet machine' : "#{load} busy processes beside it (#{Etc.nprocessors} cores)"}"
+
+# warm-up: first calls, inline caches and the JIT are not the subject
+Work.new.run(1)
+summary = []
+SCENARIOS.each do |scenario|
+  PROFILERS.each do |profiler|
+    %i[cpu wall].each do |mode|
+      got, extra = profile_run(profiler, mode, scenario)
+      summary << [scenario, profiler, mode, score(profiler, mode, scenario, got, extra), extra[:steal_ms]]
+    end
+  end
+end
+pids.each { |pid| Process.kill(:KILL, -pid) rescue nil } # rubocop:disable Style/RescueModifier
+
+target = load.zero? ? 1 : 2
+puts "\nmean relative error per method (target: hakari <= #{target} % in both modes, every scenario)"
+summary.each do |scenario, profiler, mode, err, steal|
+  puts format("  %-8s %-10s %-5s %6.2f %%   (%d ms stolen)", scenario, profiler, mode, 100 * err, steal)
 end

@@ -25,7 +25,7 @@ require "json"
 require "rbconfig"
 
 LIB = File.expand_path("../lib", __dir__)
-require_relative "cwork_built" # the bench's C helper, built if missing
+require_relative "bench_ext"
 RUNS = Integer(ENV.fetch("HAKARI_BENCH_RUNS", "11"))
 PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2,callback").split(",")
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "301"))
@@ -171,7 +171,7 @@ def child_interleaved(workload_name, rounds)
   work = workload(workload_name, :short)
   require "hakari"
   require "stackprof"
-  require "cwork"
+  BenchExt.load("cwork")
   3.times { STEADY_SETUPS.each { |s| steady_run(s, work) } }
   times = Hash.new { |h, k| h[k] = [] }
   # A new order every round, from a seeded generator (the same orders every run). Rotating alone
@@ -344,7 +344,7 @@ if PARTS.include?("callback")
   # Reading a thread CPU clock is a system call in many VMs: print its price. In cpu mode
   # hakari's worker makes it, not the profiled thread (unless the job lands on a thread
   # other than the one the worker watched).
-  require "cwork"
+  BenchExt.load("cwork")
   puts format("\ntimer-thread floor: a bare C thread that only sleeps 1 ms at a time spends %.1f us of CPU per " \
               "wake-up here,\n  %.1f %% of a core at 1000 Hz, whatever it sleeps on; hakari's worker pays that on the other core",
               w = CWork.wake_cost_us(2000), w / 10)

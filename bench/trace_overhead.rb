@@ -28,7 +28,8 @@ require "json"
 require "rbconfig"
 
 ROOT = File.expand_path("..", __dir__)
-FLOOR_DIR = File.join(__dir__, "ext", "hookfloor")
+require_relative "bench_ext"
+FLOOR_DIR = BenchExt.dir("hookfloor")
 RUNS = Integer(ENV.fetch("HAKARI_TRACE_RUNS", "15"))
 VARIANTS = %w[unprofiled empty_hook clock_hook tsc_hook hakari ruby_prof].freeze
 FLOORS = %w[empty_hook clock_hook tsc_hook].freeze
@@ -161,14 +162,7 @@ end
 
 def build
   system(File.join(ROOT, "script", "build"), exception: true)
-  so = File.join(FLOOR_DIR, "hookfloor.#{RbConfig::CONFIG['DLEXT']}")
-  src = File.join(FLOOR_DIR, "hookfloor.c")
-  return if File.exist?(so) && File.mtime(so) >= File.mtime(src)
-
-  ok = Dir.chdir(FLOOR_DIR) do
-    system(RbConfig.ruby, "extconf.rb", out: File::NULL) && system("make", "-s", "V=0", out: File::NULL)
-  end
-  abort "trace_overhead: building #{FLOOR_DIR} failed" unless ok
+  BenchExt.build("hookfloor")
 end
 
 def run_child(workload_name, variant)

@@ -19,6 +19,12 @@ module Workloads
 
   def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)
 
+  # fib(22) again and again until this thread has used `seconds` of CPU
+  def fib_for(seconds)
+    stop = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) + seconds
+    fib(22) while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) < stop
+  end
+
   # spins on this thread's CPU clock for `seconds`
   def spin(seconds)
     stop = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) + seconds
