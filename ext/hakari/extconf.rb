@@ -19,6 +19,10 @@ have_func("gettid", "unistd.h")
 have_func("process_vm_readv", "sys/uio.h") # the worker's fault-free read of a thread's leaf frame (stack_walk.h)
 have_func("pthread_getcpuclockid", "pthread.h")
 have_func("rb_class_attached_object", "ruby.h")
+# GVL states in wall mode (sampler/sampler_states.c): thread event hooks whose data names the
+# thread, and a slot per thread for its record (3.3+)
+have_func("rb_internal_thread_add_event_hook", "ruby/thread.h")
+have_func("rb_internal_thread_specific_get", "ruby/thread.h")
 
 # The control-frame stack walker (stack_walk/stack_walk_vm.c) reads a Ruby
 # version's private frame layout, one header per version (stack_walk/vm_layout_*.h).

@@ -104,7 +104,7 @@ HK_HOT static hk_thread *current_thread(void)
     VALUE th = rb_thread_current();
     hk_thread *t = S.last_thread < S.nthreads && S.threads[S.last_thread].thread == th ? &S.threads[S.last_thread]
                                                                                       : hk_sampler_thread_find(th);
-    if (!t) t = hk_sampler_thread_add(th, -1);
+    if (!t && (t = hk_sampler_thread_add(th, -1))) hk_states_thread(t, 1);
     if (!t) return NULL;
     if (vm_thread && !t->vm_thread) {
         t->vm_thread = vm_thread;
@@ -118,6 +118,51 @@ HK_HOT static hk_thread *current_thread(void)
     }
     S.last_thread = (size_t)(t - S.threads);
     return t;
+}
+
+/* The pairs of a thread's time in states other than running (parts, from
+ * hk_states_take) written at `pair`; returns how many. */
+static uint32_t part_pairs(const hk_thread *t, const int64_t parts[HK_NSTATES], uint64_t *pair)
+{
+    uint32_t k = 0;
+    for (int s = 1; s < HK_NSTATES; s++)
+        if (parts[s] > 0) {
+            pair[2 * k] = HK_AGAIN_WORD(t->seq, s);
+            pair[2 * k + 1] = (uint64_t)parts[s];
+            k++;
+        }
+    return k;
+}
+
+/* The parts of a sample just committed, as a record of pairs after it: under
+ * its stack, each with its state's leaf. ctx: GVL. */
+static void take_parts(const hk_thread *t, const int64_t parts[HK_NSTATES])
+{
+    int any = 0;
+    for (int s = 1; s < HK_NSTATES; s++) any |= parts[s] > 0;
+    if (!any) return;
+    uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + 2 * HK_NSTATES);
+    if (!at) {
+        S.dropped_count++; /* the parts are lost: their time is in no sample */
+        return;
+    }
+    uint32_t n = part_pairs(t, parts, at + HEAD_WORDS);
+    *(sample_head *)at = (sample_head){.seq = n, .state = HK_SAMPLE_AGAIN};
+    if (!S.cfg.aggregate) ((sample_head *)at)->time_ns = hk_clock_ns(CLOCK_REALTIME);
+    hk_ring_commit(&S.ring, HEAD_WORDS + 2 * (size_t)n);
+}
+
+/* A waiting thread's weight up to now, split by state. Where Ruby tells
+ * nothing of the GVL (no thread event hooks), a thread sampled while another
+ * holds it is off it: its time counts as blocked. */
+static int64_t waiting_parts(hk_thread *t, int64_t weight, int64_t now, int64_t parts[HK_NSTATES])
+{
+    int64_t running = hk_states_take(t, weight, now, parts);
+    if (!t->gvl && S.cfg.mode == HK_MODE_WALL) {
+        parts[HK_STATE_BLOCKED] += running;
+        running = 0;
+    }
+    return running;
 }
 
 /* The job's part of a sample: its capture, the thread it ran on and its
@@ -134,8 +179,11 @@ HK_HOT static hk_thread *take_sample(void)
     uint64_t w0 = cost_clock();
     long words = hk_stack_walk_capture(at + HEAD_WORDS, S.capture_room);
     S.capture_time += cost_clock() - w0;
+    /* no room is a sample lost; no Ruby frame on the stack (the main script being
+     * compiled, a thread starting or ending) is none to take: either way the
+     * thread's time goes to its next sample */
     if (words <= 0) {
-        S.dropped_count++;
+        if (words == 0) S.dropped_count++;
         return NULL;
     }
     sample_head *h = (sample_head *)at;
@@ -148,7 +196,7 @@ HK_HOT static hk_thread *take_sample(void)
          * at it. Read after the capture: the worker wrote the tick on its own
          * core, and the line's trip here (prefetched at the start) overlaps with it. */
         int state = HK_TICK_RUNNING;
-        h->weight = tick_weight(t, &state, &h->leaf);
+        h->weight = hk_states_take(t, tick_weight(t, &state, &h->leaf), t->prev_clock, S.parts);
         h->state = state;
         h->seq = t->seq;
         t->spot_valid = 0; /* it ran: its next wait starts a new stack */
@@ -160,6 +208,7 @@ HK_HOT static hk_thread *take_sample(void)
             __atomic_store_n(&S.leaf_slot, slot, __ATOMIC_RELAXED);
     }
     hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
+    if (t) take_parts(t, S.parts);
     return t;
 }
 
@@ -184,37 +233,44 @@ static int sample_waiting_stack(hk_thread *t, int64_t now)
     /* read again: the capture left its mark in the leaf */
     t->spot_valid = hk_stack_walk_spot(t->vm_thread, &t->spot) == 0;
     sample_head *h = (sample_head *)at;
-    *h = (sample_head){.state = HK_TICK_RUNNING, .weight = wait_weight(t, now)};
+    int64_t running = waiting_parts(t, wait_weight(t, now), now, S.parts);
+    *h = (sample_head){.state = HK_TICK_RUNNING | (running ? 0 : HK_HEAD_STACK_ONLY), .weight = running};
     h->seq = t->seq;
     if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
     hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
+    take_parts(t, S.parts);
     return 0;
 }
 
-/* The threads marked again: one record of (thread, weight) pairs, a few
- * hundred at a time (sampler_int.h), each adding to its previous stack.
- * 0, or -1 when the ring is full. */
+/* The threads marked again: records of (thread and state, weight) pairs, a
+ * few hundred threads at a time (sampler_int.h), each adding to its previous
+ * stack, or to that stack with its state's leaf. 0, or -1 when the ring is full. */
 static int sample_unchanged_stacks(size_t count, int64_t now)
 {
     size_t i = 0;
     while (count) {
-        uint32_t n = count < HK_AGAIN_MAX ? (uint32_t)count : HK_AGAIN_MAX;
-        uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + 2 * (size_t)n);
+        uint32_t n = count < HK_AGAIN_MAX / HK_NSTATES ? (uint32_t)count : HK_AGAIN_MAX / HK_NSTATES;
+        uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + 2 * (size_t)n * HK_NSTATES);
         if (!at) return -1;
         uint64_t *pair = at + HEAD_WORDS;
-        for (uint32_t k = 0; k < n; i++) {
+        uint32_t k = 0;
+        for (uint32_t done = 0; done < n; i++) {
             hk_thread *t = &S.threads[i];
             if (!t->again) continue;
             t->again = 0;
-            int64_t weight = wait_weight(t, now);
-            pair[2 * k] = t->seq;
-            pair[2 * k + 1] = (uint64_t)weight;
-            k++;
+            done++;
+            int64_t running = waiting_parts(t, wait_weight(t, now), now, S.parts);
+            if (running > 0) {
+                pair[2 * k] = HK_AGAIN_WORD(t->seq, HK_STATE_RUNNING);
+                pair[2 * k + 1] = (uint64_t)running;
+                k++;
+            }
+            k += part_pairs(t, S.parts, pair + 2 * k);
         }
         sample_head *h = (sample_head *)at;
-        *h = (sample_head){.seq = n, .state = HK_SAMPLE_AGAIN};
+        *h = (sample_head){.seq = k, .state = HK_SAMPLE_AGAIN};
         if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
-        hk_ring_commit(&S.ring, HEAD_WORDS + 2 * (size_t)n);
+        hk_ring_commit(&S.ring, HEAD_WORDS + 2 * (size_t)k);
         count -= n;
     }
     return 0;
@@ -313,7 +369,7 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
     int tid = hk_gettid();
     if (S.cfg.mode == HK_MODE_CPU) now = hk_sampler_native_baseline(tid, now);
     if (t) t->prev_clock = now;
-    else t = hk_sampler_thread_add(th, now);
+    else if ((t = hk_sampler_thread_add(th, now))) hk_states_thread(t, 1);
     if (t) {
         t->tid = tid;
         hk_cpu_clock_thread_begin(t->tid);
@@ -417,6 +473,7 @@ static void free_tables(void)
     free(S.line_buf);
     free(S.key_buf);
     free(S.tick_stacks);
+    free(S.state_stacks);
     hk_ring_free(&S.ring);
     memset(&S, 0, sizeof(S));
 }
@@ -467,6 +524,9 @@ static void keep_tables(void)
     S.tick_stacks = old.tick_stacks;
     S.tick_stacks_cap = old.tick_stacks_cap;
     if (S.tick_stacks) memset(S.tick_stacks, 0, S.tick_stacks_cap * sizeof(*S.tick_stacks));
+    S.state_stacks = old.state_stacks;
+    S.state_stacks_cap = old.state_stacks_cap;
+    if (S.state_stacks) memset(S.state_stacks, 0, S.state_stacks_cap * sizeof(*S.state_stacks));
 }
 
 static void *nothing(void *arg) { return arg; }
@@ -522,7 +582,10 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     S.start_tsc = hk_tsc();
     memset(&S.cleared, 0, sizeof(S.cleared));
+    hk_states_start();
     hk_sampler_threads_start();
+    VALUE cur = rb_thread_current();
+    for (size_t i = 0; i < S.nthreads; i++) hk_states_thread(&S.threads[i], S.threads[i].thread == cur);
     if (!thread_hook_added) { /* a forked child keeps its parent's */
         rb_add_event_hook(thread_hook, RUBY_EVENT_THREAD_BEGIN | RUBY_EVENT_THREAD_END, Qnil);
         thread_hook_added = 1;
@@ -615,6 +678,7 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
     S.running = 0;
     rb_remove_event_hook(thread_hook);
     thread_hook_added = 0;
+    hk_states_stop();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_stop();
     else hk_timer_stop();
     /* the worker is gone: what it did not resolve is resolved here, before
@@ -677,7 +741,7 @@ size_t hk_sampler_memsize(void)
     return hk_pair_map_memsize(&S.frame_locs) + hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
            S.locs_cap * sizeof(hk_loc) + S.agg_cap * sizeof(hk_agg_row) + S.raw_cap * sizeof(hk_raw_sample) +
            S.threads_cap * sizeof(hk_thread) + S.ring.cap * sizeof(uint64_t) +
-           S.tick_stacks_cap * sizeof(uint32_t) +
+           (S.tick_stacks_cap + S.state_stacks_cap) * sizeof(uint32_t) +
            (S.frame_buf ? (size_t)(S.buf_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + sizeof(int) + sizeof(uint32_t)) +
                               KEY_HEAD * sizeof(uint32_t)
                         : 0) +
@@ -697,6 +761,7 @@ static void atfork_child(void)
     pthread_mutex_unlock(&hk_resolve_lock); /* locked by this thread in atfork_prepare */
     if (!S.running) return;
     S.running = 0;
+    hk_states_forget();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_forget();
     else hk_timer_forget();
 }

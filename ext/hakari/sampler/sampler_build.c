@@ -3,8 +3,9 @@
  * Runs at stop/snapshot with the GVL: each unique frame is resolved to a name
  * (rb_profile_frame_full_label), a file and a first line exactly once, then
  * locations and samples are copied over by id. Values per sample:
- * [samples/count, cpu|wall/nanoseconds]; labels: thread (number), and with
- * aggregate: false, timestamp (nanoseconds since the epoch).
+ * [samples/count, cpu|wall/nanoseconds]; labels: thread (number), state
+ * (running, blocked, wait, gc_marking, gc_sweeping: from the leaf, sampler_states.c),
+ * and with aggregate: false, timestamp (nanoseconds since the epoch).
  */
 #include "buf.h"
 #include "sampler_int.h"
@@ -21,11 +22,19 @@ static uint32_t rstring(hk_profile *p, VALUE s, const char *fallback)
     return hk_profile_string_n(p, RSTRING_PTR(s), (size_t)RSTRING_LEN(s));
 }
 
+/* the states' leaf frames, and their names in the `state` label (HK_STATE_*) */
+static const char *const state_frame[HK_NSTATES] = {NULL, "[GVL blocked]", "[GVL wait]", "[GC marking]",
+                                                    "[GC sweeping]"};
+static const char *const state_label[HK_NSTATES] = {"running", "blocked", "wait", "gc_marking", "gc_sweeping"};
+
 static uint32_t resolve_frame(hk_profile *p, VALUE f)
 {
-    if (HK_FRAME_SYNTHETIC_P(f))
-        return hk_profile_function(p, hk_profile_string(p, f == HK_FRAME_TRUNCATED ? "[truncated]" : "[unsampled]"), 0,
-                                   hk_profile_string(p, "<hakari>"), 0);
+    if (HK_FRAME_SYNTHETIC_P(f)) {
+        const char *name = HK_FRAME_STATE_P(f)        ? state_frame[FIX2LONG(f)]
+                           : f == HK_FRAME_TRUNCATED ? "[truncated]"
+                                                     : "[unsampled]";
+        return hk_profile_function(p, hk_profile_string(p, name), 0, hk_profile_string(p, "<hakari>"), 0);
+    }
     VALUE label = rb_profile_frame_full_label(f);
     VALUE path = rb_profile_frame_path(f);
     VALUE line = rb_profile_frame_first_lineno(f);
@@ -87,6 +96,8 @@ static void add_comments(hk_profile *p, const hk_sampler_stats *st)
     hk_profile_add_comment(p, line);
     snprintf(line, sizeof(line), "stack_walk=%s", st->stack_walker ? st->stack_walker : "none");
     hk_profile_add_comment(p, line);
+    snprintf(line, sizeof(line), "states=%s", hk_states_how());
+    hk_profile_add_comment(p, line);
 }
 
 hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
@@ -110,9 +121,13 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     if (!s->cfg.aggregate) seen = calloc(hk_intern_count(&s->stacks) + 1, 1);
     if (!loc_of || (!s->cfg.aggregate && !seen)) goto fail;
 
-    hk_label labels[2] = {{.key = hk_profile_string(p, "thread")},
+    /* labels: the thread, the state its time was spent in, and (aggregate: false) the sample's time */
+    hk_label labels[3] = {{.key = hk_profile_string(p, "thread")},
+                          {.key = hk_profile_string(p, "state")},
                           {.key = hk_profile_string(p, "timestamp"),
                            .num_unit = hk_profile_string(p, "nanoseconds")}};
+    uint32_t state_str[HK_NSTATES];
+    for (int i = 0; i < HK_NSTATES; i++) state_str[i] = hk_profile_string(p, state_label[i]);
     /* with aggregate, a stack id is its row (sampler.h); rows never sampled are left out */
     size_t n = s->cfg.aggregate ? hk_intern_count(&s->stacks) : s->nraw;
     st->unique_stacks = 0;
@@ -129,7 +144,7 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
             stack = s->raw[i].stack;
             values[0] = 1;
             values[1] = s->raw[i].weight;
-            labels[1].num = s->raw[i].time_ns;
+            labels[2].num = s->raw[i].time_ns;
             if (!seen[stack]) st->unique_stacks++;
             seen[stack] = 1;
         }
@@ -144,7 +159,9 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
             p->locations[locs[nloc - 1] - 1].function_id == p->locations[locs[nloc - 2] - 1].function_id)
             nloc--;
         labels[0].num = seq;
-        hk_profile_add_sample(p, locs, nloc, values, labels, s->cfg.aggregate ? 1 : 2);
+        VALUE leaf = nkey > 1 ? s->locs[key[nkey - 1] - 1].frame : Qnil;
+        labels[1].str = state_str[HK_FRAME_STATE_P(leaf) ? FIX2LONG(leaf) : HK_STATE_RUNNING];
+        hk_profile_add_sample(p, locs, nloc, values, labels, s->cfg.aggregate ? 2 : 3);
     }
     if (!hk_profile_ok(p)) goto fail;
     free(loc_of);

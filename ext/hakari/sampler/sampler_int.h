@@ -2,7 +2,8 @@
  * include it (the contract is sampler.h). The files:
  *   sampler.c          the postponed job's capture, the ticks, start, stop, snapshot, the GC mark;
  *   sampler_resolve.c  captures into locations, stacks and summed weights, on the worker;
- *   sampler_threads.c  the threads' records and baseline clocks, and the hook that follows them;
+ *   sampler_threads.c  the threads' records and baseline clocks;
+ *   sampler_states.c   GC phases and GVL states: a sample's time split by where it went;
  *   sampler_build.c    the tables into the profile model, at stop and snapshot.
  *
  * Data layout (the resolver's, under the resolve lock, except threads, the job's):
@@ -43,7 +44,13 @@
 /* synthetic frames, keyed by special constants that no real frame can be */
 #define HK_FRAME_TRUNCATED Qnil  /* root of a stack cut at max_depth */
 #define HK_FRAME_UNSAMPLED Qtrue /* leaf of a thread's time after its last sample (sampler_resolve.c) */
-#define HK_FRAME_SYNTHETIC_P(f) ((f) == HK_FRAME_TRUNCATED || (f) == HK_FRAME_UNSAMPLED)
+/* where a thread's time went besides running (sampler_states.c); the others' leaf frames are
+ * Fixnums, which no real frame can be either */
+enum { HK_STATE_RUNNING = 0, HK_STATE_BLOCKED = 1, HK_STATE_WAIT = 2, HK_STATE_GC_MARK = 3, HK_STATE_GC_SWEEP = 4,
+       HK_NSTATES = 5 };
+#define HK_FRAME_STATE(s) INT2FIX(s)
+#define HK_FRAME_STATE_P(f) (FIXNUM_P(f) && FIX2LONG(f) > HK_STATE_RUNNING && FIX2LONG(f) < HK_NSTATES)
+#define HK_FRAME_SYNTHETIC_P(f) ((f) == HK_FRAME_TRUNCATED || (f) == HK_FRAME_UNSAMPLED || HK_FRAME_STATE_P(f))
 
 #define HK_OWN_FRAMES 8     /* room above max_depth for hakari's own frames, left out of the stop-time tail */
 #define HK_FLAG_THREADS 256 /* threads the worker asks to run the job when none ran (sampler.c flag_threads) */
@@ -62,6 +69,10 @@ typedef struct hk_thread {
     /* wall mode, while another thread runs: its stack at its latest sample,
      * taken by another thread's job (sampler.c sample_waiting_threads) */
     hk_stack_spot spot;
+    /* its time in other states than running, not yet given to a sample (sampler_states.c) */
+    int64_t gc_mark, gc_sweep; /* on the profile's clock, added by the GC's events */
+    void *gvl;                 /* its GVL record (wall mode, Rubies with thread event hooks), or NULL */
+    int64_t gvl_blocked, gvl_wait; /* that record's totals at its latest sample */
 } hk_thread;
 
 /* A thread's leaf control frame as the worker read it at a tick (stack_walk.h):
@@ -112,6 +123,7 @@ typedef struct hk_sampler {
     size_t last_thread;   /* index of the previous sample's thread (checked before use) */
     uint64_t sampling_count, dropped_count;
     uint64_t sampling_time, capture_time; /* in cost_clock units: TSC ticks or ns */
+    int64_t parts[HK_NSTATES]; /* scratch: a sample's time by state (sampler_states.c) */
     /* the job's captures (stack_walk.h), each after its sample's head, for the
      * resolver; the GC marks what they hold until they are resolved */
     hk_ring ring;
@@ -134,6 +146,8 @@ typedef struct hk_sampler {
     hk_raw_sample *raw; size_t nraw, raw_cap;
     uint32_t *tick_stacks; size_t tick_stacks_cap; /* by thread sequence number: 1 + the stack its
                                                       latest sample saw, where its next period began; 0: none */
+    uint32_t *state_stacks; size_t state_stacks_cap; /* by seq * HK_NSTATES + state: 1 + that stack with
+                                                        the state's leaf (slot 0: the stack it is for) */
     uint64_t sample_count, unresolved_count, moved_count, stale_count;
     uint64_t resolve_time; /* in cost_clock units */
     hk_sampler_stats cleared; /* the totals at the last snapshot that cleared (zero: none) */
@@ -173,6 +187,10 @@ typedef struct sample_head {
     hk_leaf leaf;    /* the thread's leaf frame at the tick */
 } sample_head;
 #define HEAD_WORDS (sizeof(sample_head) / sizeof(uint64_t))
+/* in a sample head's state, beside the HK_TICK_* value (the low byte): the sample only tells
+ * where its thread is; its time is all in the state parts that follow it */
+#define HK_HEAD_STACK_ONLY 0x100
+#define HK_HEAD_TICK(h) ((h)->state & 0xff)
 /* A record of samples with no capture, of threads whose stacks have not
  * changed since their previous samples (sampler.c sample_waiting_threads): its
  * head's seq is their number, n; n pairs of words follow, a thread's sequence
@@ -183,8 +201,11 @@ typedef struct sample_head {
  * as it ends or at stop (its head's seq and weight): it goes under that
  * sample's stack with an [unsampled] leaf, or alone when there was none. */
 #define HK_SAMPLE_TAIL 17
+/* In a record of HK_SAMPLE_AGAIN pairs, a pair's first word: the thread's sequence number, and
+ * the state its weight was spent in above bit 32 (HK_STATE_RUNNING: the stack itself) */
+#define HK_AGAIN_WORD(seq, state) ((uint64_t)(seq) | (uint64_t)(state) << 32)
 /* a sample head followed by a capture (HK_TICK_* states), not a record of another kind */
-static inline int hk_sample_has_capture(const sample_head *h) { return h->state < HK_SAMPLE_AGAIN; }
+static inline int hk_sample_has_capture(const sample_head *h) { return HK_HEAD_TICK(h) < HK_SAMPLE_AGAIN; }
 _Static_assert(sizeof(sample_head) % sizeof(uint64_t) == 0, "a capture starts on a word");
 
 /* The key buffer's head: room for the thread and the [truncated] root in
@@ -240,6 +261,24 @@ void hk_sampler_threads_clock(void);
  * accounted, for a Ruby thread that begins on it; and that it is accounted up to clock */
 int64_t hk_sampler_native_baseline(int tid, int64_t now);
 void hk_sampler_native_accounted(int tid, int64_t clock);
+
+/* ---- sampler_states.c ------------------------------------------------------------ */
+
+/* ctx: GVL. At start (after the threads' records) and stop: the GC's events, and in wall mode
+ * the thread event hooks; forget: in a forked child. */
+void hk_states_start(void);
+void hk_states_stop(void);
+void hk_states_forget(void);
+/* ctx: GVL. A new thread record: its state totals start now; running: it is the thread that
+ * holds the GVL (the others are taken to be off it until their hooks say otherwise). */
+void hk_states_thread(hk_thread *t, int running);
+/* ctx: GVL. Splits a sample's weight, t's time up to `to` on the profile's clock: the parts
+ * spent in other states go to parts[state]; returns the running part. */
+int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int64_t parts[HK_NSTATES]);
+/* the thread's GVL state now (HK_STATE_RUNNING where it has no record) */
+int hk_states_gvl_state(const hk_thread *t);
+/* for the profile's comments: how the states were told apart */
+const char *hk_states_how(void);
 
 /* ---- sampler_build.c ----------------------------------------------------------- */
 

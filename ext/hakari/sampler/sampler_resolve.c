@@ -180,7 +180,7 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
     int truncated = n > max || cut;
     if (n > max) n = max;
     int64_t stale_to = -1;
-    if (h->state != HK_TICK_RUNNING && !late) late = off_cpu_tick(*tick_stack, h->state, n, &stale_to);
+    if (HK_HEAD_TICK(h) != HK_TICK_RUNNING && !late) late = off_cpu_tick(*tick_stack, HK_HEAD_TICK(h), n, &stale_to);
     /* the sample goes to its stack without the frames called after the tick;
      * only that stack is interned; the ids of all n stay in the key buffer for the next sample */
     int skip = late > 0 && late < n ? late : 0;
@@ -196,6 +196,7 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
     } else if (skip) {
         S.moved_count++;
     }
+    if (h->state & HK_HEAD_STACK_ONLY) return; /* its time is in the state parts that follow */
     if (record((uint32_t)stack, h->weight, h->time_ns) < 0) goto drop;
     S.sample_count++;
     return;
@@ -205,14 +206,50 @@ drop:
     S.unresolved_count++;
 }
 
-/* Samples of threads whose stacks have not changed since their previous
- * ones (sampler_int.h): each weight goes where that thread's previous
- * sample went. ctx: the resolve lock. */
+/* The stack `base` of thread seq with the leaf of `state` on top: interned
+ * once for each (thread, base, state), then found by index. -1: out of memory. */
+static int64_t state_stack(uint32_t seq, uint32_t base, int state)
+{
+    size_t row = (size_t)seq * HK_NSTATES;
+    if (row + HK_NSTATES > S.state_stacks_cap) {
+        size_t old = S.state_stacks_cap;
+        if (hk_array_grow((void **)&S.state_stacks, &S.state_stacks_cap, row + HK_NSTATES, sizeof(uint32_t)) < 0)
+            return -1;
+        memset(S.state_stacks + old, 0, (S.state_stacks_cap - old) * sizeof(uint32_t));
+    }
+    uint32_t *cache = S.state_stacks + row; /* [0]: 1 + the base the others are for */
+    if (cache[0] != base + 1) {
+        memset(cache, 0, HK_NSTATES * sizeof(uint32_t));
+        cache[0] = base + 1;
+    }
+    if (cache[state]) return cache[state] - 1;
+    uint32_t leaf = frame_location(HK_FRAME_STATE(state), 0), n = 0;
+    const uint32_t *key = hk_intern_get(&S.stacks, base, &n);
+    if (!leaf || !key) return -1;
+    uint32_t *buf = S.key_buf;
+    S.key_n = 0; /* the key buffer no longer holds the latest sample's key */
+    memmove(buf, key, n * sizeof(*buf));
+    buf[n++] = leaf;
+    int64_t stack = hk_intern_seq(&S.stacks, buf, n);
+    if (stack >= 0) cache[state] = (uint32_t)stack + 1;
+    return stack;
+}
+
+/* Samples without a capture (sampler_int.h): of threads whose stacks have not
+ * changed since their previous ones, or the parts of a sample just resolved
+ * spent in other states than running. Each weight goes where that thread's
+ * latest sample went, with its state's leaf. ctx: the resolve lock. */
 static void resolve_again(const sample_head *h, const uint64_t *pair)
 {
     for (uint32_t k = 0; k < h->seq; k++) {
-        uint32_t *tick_stack = tick_stack_of((uint32_t)pair[2 * k]);
-        if (!tick_stack || !*tick_stack || record(*tick_stack - 1, (int64_t)pair[2 * k + 1], h->time_ns) < 0) {
+        uint32_t seq = (uint32_t)pair[2 * k];
+        int state = (int)(pair[2 * k] >> 32);
+        uint32_t *tick_stack = tick_stack_of(seq);
+        int64_t stack = !tick_stack || !*tick_stack   ? -1
+                        : state == HK_STATE_RUNNING   ? (int64_t)*tick_stack - 1
+                        : state < HK_NSTATES          ? state_stack(seq, *tick_stack - 1, state)
+                                                      : -1;
+        if (stack < 0 || record((uint32_t)stack, (int64_t)pair[2 * k + 1], h->time_ns) < 0) {
             S.unresolved_count++;
             continue;
         }
@@ -253,9 +290,9 @@ HK_HOT static int resolve_one(void)
     const uint64_t *rec = hk_ring_peek(&S.ring, &words);
     if (!rec) return 0;
     const sample_head *h = (const sample_head *)rec;
-    if (h->state == HK_SAMPLE_AGAIN)
+    if (HK_HEAD_TICK(h) == HK_SAMPLE_AGAIN)
         resolve_again(h, rec + HEAD_WORDS);
-    else if (h->state == HK_SAMPLE_TAIL)
+    else if (HK_HEAD_TICK(h) == HK_SAMPLE_TAIL)
         resolve_tail(h);
     else
         resolve_sample(h, rec + HEAD_WORDS);

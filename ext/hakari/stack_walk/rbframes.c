@@ -63,6 +63,7 @@ long hk_rbframes_capture(uint64_t *out, size_t room)
     if (room < hk_rbframes_room()) return 0;
     hk_cap_head *h = (hk_cap_head *)out;
     uint32_t n = hk_cap_put_profile_frames(out + HK_CAP_HEAD_WORDS, G.cap);
+    if (!n) return -1; /* no Ruby frame (the main script being compiled, a thread starting) */
     *h = (hk_cap_head){.words = (uint32_t)(HK_CAP_HEAD_WORDS + HK_CAP_RESOLVED_WORDS(n)), .kind = HK_CAP_RESOLVED,
                        .n = n, .number = __atomic_add_fetch(&hk_walks, 1, __ATOMIC_SEQ_CST)};
     return (long)h->words;

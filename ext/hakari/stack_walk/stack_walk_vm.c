@@ -201,9 +201,7 @@ HK_HOT static long vm_capture_ec(uint64_t *out, size_t room, const vm_ec *ec, ui
          * the leaf, not from the root), and trusted_mark trusts none there */
         if (depth <= W.memo_cap) W.cap_memo[depth] = (cap_entry){me, body, def};
         named |= !cframe || me;
-        uintptr_t bits = cframe ? RAW_CFRAME : (uintptr_t)cfp->pc;
-        if (VM_TOP_JIT_FRAME_LINE_0 && !cframe && cfp == ec->cfp && cfp->jit_return) bits |= RAW_NO_LINE;
-        raw[n++] = (raw_frame){bits, cframe ? NULL : cfp->iseq, me, body, def};
+        raw[n++] = (raw_frame){cframe ? RAW_CFRAME : (uintptr_t)cfp->pc, cframe ? NULL : cfp->iseq, me, body, def};
         if (W.marks) ((vm_frame *)cfp)->jit_return = (void *)(uintptr_t)seq;
     }
     /* another thread with no frame to give (starting, or ending: its block has returned) has
@@ -230,7 +228,7 @@ HK_HOT static int walk_frame(const raw_frame *rf, memo *m, VALUE *frame_out, int
 {
     *kept = 0;
     uint8_t cframe = (rf->pc_bits & RAW_CFRAME) != 0;
-    const VALUE *pc = RAW_PC_KEY(rf);
+    const VALUE *pc = RAW_PC(rf);
     VALUE me = rf->me;
     uint8_t type = NO_ME_TYPE;
     if (me && method_type(me, rf->def, m && m->me ? m : NULL, &type) < 0) return -1;
@@ -244,7 +242,7 @@ HK_HOT static int walk_frame(const raw_frame *rf, memo *m, VALUE *frame_out, int
     int line = 0;
     if (!cframe) {
         frame = me && type == METHOD_TYPE_ISEQ ? me : (VALUE)rf->iseq;
-        if (!(rf->pc_bits & RAW_NO_LINE) && pc_line(rf->iseq, rf->body, RAW_PC(rf), &line) < 0) return -1;
+        if (pc_line(rf->iseq, rf->body, pc, &line) < 0) return -1;
     } else if (me && type == METHOD_TYPE_CFUNC) {
         frame = me;
     }
@@ -307,7 +305,7 @@ HK_HOT static int vm_resolve(const hk_cap_head *h, VALUE *frames, int *lines, in
     W.last_leaf = NO_DEPTH; /* until this result is whole in the memo */
     W.res_ec = h->ec;
     size_t leaf_depth = (h->end - h->leaf) / sizeof(vm_frame) - 1;
-    const VALUE *leaf_pc = h->n ? RAW_PC_KEY(&raw[0]) : NULL;
+    const VALUE *leaf_pc = h->n ? RAW_PC(&raw[0]) : NULL;
     /* the lowest depth whose result is not the previous walk's */
     size_t changed = prev_leaf == NO_DEPTH ? 0 : (leaf_depth < prev_leaf ? leaf_depth : prev_leaf) + 1;
     /* The previous result's leaf control frame (the same depth of the same
@@ -463,6 +461,11 @@ static int verify_walk(const hk_cap_head *h, VALUE *frames, int *lines, int n, i
     memcpy(W.check_frames, hk_cap_frames(h, at), (size_t)m * sizeof(VALUE));
     memcpy(W.check_lines, hk_cap_lines(h, at, h->ncheck), (size_t)m * sizeof(int));
     int written = n - *same > 0 ? n - *same : n > 0; /* frame 0 is always written */
+    /* 3.3+'s rb_profile_frames gives line 0 for a top frame called from JIT code (its pc might be
+     * stale); the job runs at an interrupt check, where the pc is the frame's own: not a difference */
+    int top_line_0 = VM_TOP_JIT_FRAME_LINE_0 && n > 0 && m > 0 && W.check_lines[0] == 0 && lines[0] != 0 &&
+                     frames[0] == W.check_frames[0];
+    if (top_line_0) W.check_lines[0] = lines[0];
     int walks_agree = n == m && same_walk(frames, lines, written, W.check_frames, W.check_lines, written);
     int same_holds = hk_same_from_root(W.check_frames, W.check_lines, m, W.last_frames, W.last_lines, W.last_n) >= *same;
     W.checked_n = m;

@@ -107,7 +107,7 @@ _Static_assert(sizeof(memo) == 32, "two memo entries to a cache line");
  * they point to is malloc'd and lives as long as its object, which the
  * capture keeps alive. */
 typedef struct raw_frame {
-    uintptr_t pc_bits;  /* its pc (NULL for a C frame) | RAW_CFRAME | RAW_TRUSTED | RAW_NO_LINE */
+    uintptr_t pc_bits;  /* its pc (NULL for a C frame) | RAW_CFRAME | RAW_TRUSTED */
     const void *iseq;   /* a Ruby frame's iseq; NULL for a C frame (compared and marked, never read) */
     VALUE me;           /* the method entry its environment holds (an imemo ment), or 0 (the same) */
     const void *body;   /* the iseq's body (rb_iseq_constant_body), or NULL */
@@ -125,10 +125,7 @@ typedef struct cap_entry {
 
 #define RAW_CFRAME 1
 #define RAW_TRUSTED 2 /* its mark vouches for its callers: the capture ends with it */
-#define RAW_NO_LINE 4 /* the top frame of a JIT's: line 0, as rb_profile_frames gives it (VM_TOP_JIT_FRAME_LINE_0) */
-#define RAW_PC(r) ((const VALUE *)((r)->pc_bits & ~(uintptr_t)7))
-/* what the memo compares: the pc, and whether its line is given */
-#define RAW_PC_KEY(r) ((const VALUE *)((r)->pc_bits & ~(uintptr_t)(RAW_CFRAME | RAW_TRUSTED)))
+#define RAW_PC(r) ((const VALUE *)((r)->pc_bits & ~(uintptr_t)3))
 #define RAW_WORDS (sizeof(raw_frame) / sizeof(uint64_t))
 struct walker {
     /* the job's capture reads and writes these: one cache line, which the job

@@ -52,7 +52,9 @@ static inline const vm_ec *vm_current_ec(void)
 
 /* 3.3's rb_profile_frames stops above the stack's root frame (a dummy), skips
  * a Ruby frame whose pc is not set yet, and gives line 0 for a top frame that
- * has a JIT return address (its pc may be stale). */
+ * has a JIT return address (its pc may be stale). The walker does the first two;
+ * at the job's interrupt check the top frame's pc is its own, so it gives that
+ * frame's line, and verify mode does not count the 0 as a difference. */
 #define VM_SKIPS_ROOT_FRAME 1
 #define VM_TOP_JIT_FRAME_LINE_0 1
 #define VM_SKIPS_FRAME_WITHOUT_PC 1

@@ -1,0 +1,284 @@
+/* sampler_states.c — where a thread's time went besides running its code:
+ * GC marking and sweeping (both modes, every Ruby), and, in wall mode, time
+ * off the GVL (blocked in a call) and waiting to take it back (sampler_int.h).
+ *
+ * A sample's weight covers its thread's time since its previous sample. The
+ * parts of it spent in another state are split off (hk_states_take) and go
+ * under the same stack with a synthetic leaf, [GC marking], [GC sweeping],
+ * [GVL blocked] or [GVL wait], so the frame that triggered a GC or made a
+ * blocking call stays visible above it, and no time is counted twice.
+ *
+ * GC: internal GC events (a TracePoint with no Ruby-level events) run on the
+ * thread that collects, holding the GVL; they add each step's time, on the
+ * profile's clock, to that thread's record. GVL: where Ruby has thread event
+ * hooks with the thread in their data (3.3+), each thread's record notes when
+ * it released the GVL, asked for it back and took it; the hooks run outside
+ * the GVL, the thread itself being the one writer of its record (a sequence
+ * lock), the job its reader. Where Ruby has no such hooks (3.1), a thread
+ * sampled while another holds the GVL is off it, and that time counts as
+ * blocked: waiting for the GVL is not told apart (the profile's comments say so).
+ */
+#include "sampler_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <ruby/debug.h>
+#include <ruby/thread.h>
+
+#if defined(HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK) && defined(HAVE_RB_INTERNAL_THREAD_SPECIFIC_GET)
+#define HK_GVL_EVENTS 1 /* 3.3+: the hooks' data names the thread; a slot per thread for its record */
+#endif
+
+/* ---- GC ------------------------------------------------------------------ */
+
+enum { GC_NONE, GC_MARKING, GC_SWEEPING };
+
+static struct {
+    VALUE tracepoint;      /* made once, enabled from start to stop */
+    int phase;             /* GC_MARKING from GC_START to END_MARK, GC_SWEEPING then to END_SWEEP */
+    int64_t entered;       /* the profile's clock where the current step's time began, -1: none */
+    hk_thread *thread;     /* the collecting thread's record (the GVL's: the job cannot run meanwhile) */
+} G = {.entered = -1};
+
+/* the time since `entered` goes to the phase's total of the collecting thread */
+static void gc_account(int64_t now)
+{
+    hk_thread *t = G.thread;
+    if (!t || G.entered < 0 || now < G.entered) return;
+    if (G.phase == GC_MARKING) t->gc_mark += now - G.entered;
+    else t->gc_sweep += now - G.entered; /* a lazy sweep's steps, and GC's own work after END_SWEEP */
+    G.entered = now;
+}
+
+/* ctx: GC (any of its events: no allocation, no Ruby call) */
+static void gc_hook(VALUE tpval, void *data)
+{
+    (void)data;
+    if (!S.running) return;
+    rb_event_flag_t ev = rb_tracearg_event_flag(rb_tracearg_from_tracepoint(tpval));
+    int64_t now = hk_clock_ns(hk_sampler_mode_clock());
+    switch (ev) {
+    case RUBY_INTERNAL_EVENT_GC_ENTER:
+        G.thread = hk_sampler_thread_find(rb_thread_current());
+        G.entered = now;
+        break;
+    case RUBY_INTERNAL_EVENT_GC_START:
+        gc_account(now);
+        G.phase = GC_MARKING;
+        break;
+    case RUBY_INTERNAL_EVENT_GC_END_MARK:
+        gc_account(now);
+        G.phase = GC_SWEEPING;
+        break;
+    case RUBY_INTERNAL_EVENT_GC_END_SWEEP:
+        gc_account(now);
+        G.phase = GC_NONE;
+        break;
+    case RUBY_INTERNAL_EVENT_GC_EXIT:
+        gc_account(now);
+        G.entered = -1;
+        G.thread = NULL;
+        break;
+    }
+}
+
+/* ---- the GVL (wall mode) -------------------------------------------------- */
+
+#ifdef HK_GVL_EVENTS
+/* A thread's GVL record: its state and when it began, and the time of its
+ * finished stretches off the GVL and waiting for it. Stable in memory (the
+ * hooks reach it through the thread's slot), freed at stop. */
+typedef struct gvl_record {
+    volatile uint32_t seq; /* odd while the thread's hook writes */
+    int state;             /* HK_STATE_RUNNING, _BLOCKED or _WAIT */
+    int64_t since;         /* monotonic ns it entered the state */
+    int64_t blocked, wait; /* finished stretches, summed */
+    struct gvl_record *next;
+} gvl_record;
+
+static rb_internal_thread_specific_key_t gvl_key;
+static int gvl_key_made;
+static rb_internal_thread_event_hook_t *gvl_hook_handle;
+static gvl_record *gvl_records;
+
+/* ctx: any thread, without the GVL (but RESUMED): the thread's own transition */
+static void gvl_hook(rb_event_flag_t ev, const rb_internal_thread_event_data_t *data, void *user)
+{
+    (void)user;
+    gvl_record *g = data ? rb_internal_thread_specific_get(data->thread, gvl_key) : NULL;
+    if (!g) return;
+    int64_t now = hk_clock_ns(CLOCK_MONOTONIC);
+    int next = ev == RUBY_INTERNAL_THREAD_EVENT_SUSPENDED ? HK_STATE_BLOCKED
+               : ev == RUBY_INTERNAL_THREAD_EVENT_READY   ? HK_STATE_WAIT
+                                                          : HK_STATE_RUNNING;
+    __atomic_add_fetch(&g->seq, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    if (now > g->since) {
+        if (g->state == HK_STATE_BLOCKED) g->blocked += now - g->since;
+        else if (g->state == HK_STATE_WAIT) g->wait += now - g->since;
+    }
+    g->state = next;
+    g->since = now;
+    __atomic_add_fetch(&g->seq, 1, __ATOMIC_RELEASE);
+}
+
+/* the thread's time off the GVL and waiting for it, up to `at`: a consistent
+ * reading of its record (the hook may be writing on another core) */
+static void gvl_totals(const gvl_record *g, int64_t at, int64_t *blocked, int64_t *wait)
+{
+    for (;;) {
+        uint32_t s1 = __atomic_load_n(&g->seq, __ATOMIC_ACQUIRE);
+        int state = g->state;
+        int64_t since = g->since, b = g->blocked, w = g->wait;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (!(s1 & 1) && s1 == __atomic_load_n(&g->seq, __ATOMIC_RELAXED)) {
+            int64_t open = at > since ? at - since : 0;
+            *blocked = b + (state == HK_STATE_BLOCKED ? open : 0);
+            *wait = w + (state == HK_STATE_WAIT ? open : 0);
+            return;
+        }
+    }
+}
+#endif
+
+/* the thread's state now, as its GVL record says (HK_STATE_RUNNING without one) */
+int hk_states_gvl_state(const hk_thread *t)
+{
+#ifdef HK_GVL_EVENTS
+    const gvl_record *g = t->gvl;
+    if (g) return __atomic_load_n(&g->state, __ATOMIC_RELAXED);
+#else
+    (void)t;
+#endif
+    return HK_STATE_RUNNING;
+}
+
+void hk_states_thread(hk_thread *t, int running)
+{
+    t->gc_mark = t->gc_sweep = 0;
+    t->gvl = NULL;
+    t->gvl_blocked = t->gvl_wait = 0;
+#ifdef HK_GVL_EVENTS
+    if (!gvl_hook_handle) return;
+    gvl_record *g = rb_internal_thread_specific_get(t->thread, gvl_key);
+    if (!g) {
+        if (!(g = calloc(1, sizeof(*g)))) return; /* its time will all be running */
+        g->next = gvl_records;
+        gvl_records = g;
+        /* The thread we run on holds the GVL. Another is off it or waits for it: blocked until its
+         * hook says otherwise, since where its time begins (its baseline, the start), so that a
+         * thread parked all along has no running time at all. */
+        g->state = running ? HK_STATE_RUNNING : HK_STATE_BLOCKED;
+        g->since = !running && t->prev_clock >= 0 ? t->prev_clock : hk_clock_ns(CLOCK_MONOTONIC);
+        rb_internal_thread_specific_set(t->thread, gvl_key, g);
+    }
+    t->gvl = g;
+    gvl_totals(g, t->prev_clock >= 0 ? t->prev_clock : hk_clock_ns(CLOCK_MONOTONIC), &t->gvl_blocked, &t->gvl_wait);
+#else
+    (void)running;
+#endif
+}
+
+/* ---- a sample's parts ---------------------------------------------------- */
+
+int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int64_t parts[HK_NSTATES])
+{
+    memset(parts, 0, HK_NSTATES * sizeof(*parts));
+    int64_t left = weight > 0 ? weight : 0;
+#ifdef HK_GVL_EVENTS
+    if (t->gvl && S.cfg.mode == HK_MODE_WALL) {
+        int64_t b, w;
+        gvl_totals(t->gvl, to, &b, &w);
+        int64_t db = b - t->gvl_blocked, dw = w - t->gvl_wait;
+        t->gvl_blocked = b;
+        t->gvl_wait = w;
+        parts[HK_STATE_BLOCKED] = db > left ? left : db > 0 ? db : 0;
+        left -= parts[HK_STATE_BLOCKED];
+        parts[HK_STATE_WAIT] = dw > left ? left : dw > 0 ? dw : 0;
+        left -= parts[HK_STATE_WAIT];
+    }
+#else
+    (void)to;
+#endif
+    /* GC time past this sample's weight (a GC after its tick) stays for the next one */
+    int64_t m = t->gc_mark > left ? left : t->gc_mark;
+    t->gc_mark -= m;
+    left -= m;
+    int64_t s = t->gc_sweep > left ? left : t->gc_sweep;
+    t->gc_sweep -= s;
+    left -= s;
+    parts[HK_STATE_GC_MARK] = m;
+    parts[HK_STATE_GC_SWEEP] = s;
+    return left;
+}
+
+/* ---- lifecycle --------------------------------------------------------------- */
+
+void hk_states_start(void)
+{
+    G.phase = GC_NONE;
+    G.entered = -1;
+    G.thread = NULL;
+    if (!G.tracepoint) {
+        G.tracepoint = rb_tracepoint_new(0,
+                                         RUBY_INTERNAL_EVENT_GC_START | RUBY_INTERNAL_EVENT_GC_END_MARK |
+                                             RUBY_INTERNAL_EVENT_GC_END_SWEEP | RUBY_INTERNAL_EVENT_GC_ENTER |
+                                             RUBY_INTERNAL_EVENT_GC_EXIT,
+                                         gc_hook, NULL);
+        rb_gc_register_mark_object(G.tracepoint);
+    }
+    rb_tracepoint_enable(G.tracepoint);
+#ifdef HK_GVL_EVENTS
+    if (S.cfg.mode != HK_MODE_WALL) return;
+    if (!gvl_key_made) { /* Ruby has 8 such slots: this takes one, at the first wall-mode start */
+        gvl_key = rb_internal_thread_specific_key_create();
+        gvl_key_made = 1;
+    }
+    gvl_hook_handle = rb_internal_thread_add_event_hook(gvl_hook,
+                                                        RUBY_INTERNAL_THREAD_EVENT_SUSPENDED |
+                                                            RUBY_INTERNAL_THREAD_EVENT_READY |
+                                                            RUBY_INTERNAL_THREAD_EVENT_RESUMED,
+                                                        NULL);
+#endif
+}
+
+void hk_states_stop(void)
+{
+    if (G.tracepoint) rb_tracepoint_disable(G.tracepoint);
+#ifdef HK_GVL_EVENTS
+    if (!gvl_hook_handle) return;
+    /* once removed, no hook runs (Ruby removes it under the lock its calls take) */
+    rb_internal_thread_remove_event_hook(gvl_hook_handle);
+    gvl_hook_handle = NULL;
+    for (size_t i = 0; i < S.nthreads; i++) {
+        if (S.threads[i].gvl) rb_internal_thread_specific_set(S.threads[i].thread, gvl_key, NULL);
+        S.threads[i].gvl = NULL;
+    }
+    while (gvl_records) {
+        gvl_record *next = gvl_records->next;
+        free(gvl_records);
+        gvl_records = next;
+    }
+#endif
+}
+
+void hk_states_forget(void)
+{
+#ifdef HK_GVL_EVENTS
+    /* a forked child: its hook goes with the parent's threads, which it no longer has */
+    if (gvl_hook_handle) rb_internal_thread_remove_event_hook(gvl_hook_handle);
+    gvl_hook_handle = NULL;
+    gvl_records = NULL; /* the parent's memory, copied: left as it is */
+#endif
+}
+
+const char *hk_states_how(void)
+{
+    if (S.cfg.mode == HK_MODE_CPU) return "gc:phases";
+#ifdef HK_GVL_EVENTS
+    return "gvl:events gc:phases";
+#else
+    return "gvl:off-gvl-counts-as-blocked gc:phases";
+#endif
+}
