@@ -368,6 +368,9 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
     }
     int tid = hk_gettid();
     if (S.cfg.mode == HK_MODE_CPU) now = hk_sampler_native_baseline(tid, now);
+    /* wall mode: its time began at its start, before its first wait for the GVL */
+    int64_t born = S.cfg.mode == HK_MODE_WALL ? hk_states_born(th) : -1;
+    if (born >= 0 && born < now) now = born;
     if (t) t->prev_clock = now;
     else if ((t = hk_sampler_thread_add(th, now))) hk_states_thread(t, 1);
     if (t) {

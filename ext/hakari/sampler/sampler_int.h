@@ -275,6 +275,8 @@ void hk_states_thread(hk_thread *t, int running);
 /* ctx: GVL. Splits a sample's weight, t's time up to `to` on the profile's clock: the parts
  * spent in other states go to parts[state]; returns the running part. */
 int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int64_t parts[HK_NSTATES]);
+/* wall mode: when a thread that started while profiling began (monotonic ns), or -1 */
+int64_t hk_states_born(VALUE thread);
 /* the thread's GVL state now (HK_STATE_RUNNING where it has no record) */
 int hk_states_gvl_state(const hk_thread *t);
 /* for the profile's comments: how the states were told apart */

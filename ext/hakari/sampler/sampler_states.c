@@ -94,6 +94,7 @@ typedef struct gvl_record {
     int state;             /* HK_STATE_RUNNING, _BLOCKED or _WAIT */
     int64_t since;         /* monotonic ns it entered the state */
     int64_t blocked, wait; /* finished stretches, summed */
+    int64_t born;          /* a thread started while profiling: when (its wait for its first GVL counts), else -1 */
     struct gvl_record *next;
 } gvl_record;
 
@@ -102,13 +103,39 @@ static int gvl_key_made;
 static rb_internal_thread_event_hook_t *gvl_hook_handle;
 static gvl_record *gvl_records;
 
+/* every record, for stop to free: pushed with the GVL or (a thread that starts) without it */
+static void push_record(gvl_record *g)
+{
+    gvl_record *head = __atomic_load_n(&gvl_records, __ATOMIC_RELAXED);
+    do g->next = head;
+    while (!__atomic_compare_exchange_n(&gvl_records, &head, g, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+/* A thread that starts while profiling waits for the GVL before its first Ruby code, which is
+ * where the sampler first sees it: its record begins at its start, so that wait is counted. */
+static void gvl_thread_started(VALUE thread, int64_t now)
+{
+    if (rb_internal_thread_specific_get(thread, gvl_key)) return;
+    gvl_record *g = calloc(1, sizeof(*g));
+    if (!g) return;
+    g->state = HK_STATE_WAIT;
+    g->since = g->born = now;
+    push_record(g);
+    rb_internal_thread_specific_set(thread, gvl_key, g);
+}
+
 /* ctx: any thread, without the GVL (but RESUMED): the thread's own transition */
 static void gvl_hook(rb_event_flag_t ev, const rb_internal_thread_event_data_t *data, void *user)
 {
     (void)user;
-    gvl_record *g = data ? rb_internal_thread_specific_get(data->thread, gvl_key) : NULL;
-    if (!g) return;
+    if (!data || !S.running) return;
     int64_t now = hk_clock_ns(CLOCK_MONOTONIC);
+    if (ev == RUBY_INTERNAL_THREAD_EVENT_STARTED) {
+        gvl_thread_started(data->thread, now);
+        return;
+    }
+    gvl_record *g = rb_internal_thread_specific_get(data->thread, gvl_key);
+    if (!g) return;
     int next = ev == RUBY_INTERNAL_THREAD_EVENT_SUSPENDED ? HK_STATE_BLOCKED
                : ev == RUBY_INTERNAL_THREAD_EVENT_READY   ? HK_STATE_WAIT
                                                           : HK_STATE_RUNNING;
@@ -164,8 +191,8 @@ void hk_states_thread(hk_thread *t, int running)
     gvl_record *g = rb_internal_thread_specific_get(t->thread, gvl_key);
     if (!g) {
         if (!(g = calloc(1, sizeof(*g)))) return; /* its time will all be running */
-        g->next = gvl_records;
-        gvl_records = g;
+        g->born = -1;
+        push_record(g);
         /* The thread we run on holds the GVL. Another is off it or waits for it: blocked until its
          * hook says otherwise, since where its time begins (its baseline, the start), so that a
          * thread parked all along has no running time at all. */
@@ -174,10 +201,24 @@ void hk_states_thread(hk_thread *t, int running)
         rb_internal_thread_specific_set(t->thread, gvl_key, g);
     }
     t->gvl = g;
-    gvl_totals(g, t->prev_clock >= 0 ? t->prev_clock : hk_clock_ns(CLOCK_MONOTONIC), &t->gvl_blocked, &t->gvl_wait);
+    /* its time begins at its birth (all of its record counts) or where its baseline is */
+    if (g->born < 0)
+        gvl_totals(g, t->prev_clock >= 0 ? t->prev_clock : hk_clock_ns(CLOCK_MONOTONIC), &t->gvl_blocked,
+                   &t->gvl_wait);
 #else
     (void)running;
 #endif
+}
+
+int64_t hk_states_born(VALUE thread)
+{
+#ifdef HK_GVL_EVENTS
+    const gvl_record *g = gvl_hook_handle ? rb_internal_thread_specific_get(thread, gvl_key) : NULL;
+    if (g) return g->born;
+#else
+    (void)thread;
+#endif
+    return -1;
 }
 
 /* ---- a sample's parts ---------------------------------------------------- */
@@ -236,7 +277,8 @@ void hk_states_start(void)
         gvl_key_made = 1;
     }
     gvl_hook_handle = rb_internal_thread_add_event_hook(gvl_hook,
-                                                        RUBY_INTERNAL_THREAD_EVENT_SUSPENDED |
+                                                        RUBY_INTERNAL_THREAD_EVENT_STARTED |
+                                                            RUBY_INTERNAL_THREAD_EVENT_SUSPENDED |
                                                             RUBY_INTERNAL_THREAD_EVENT_READY |
                                                             RUBY_INTERNAL_THREAD_EVENT_RESUMED,
                                                         NULL);

@@ -1,0 +1,98 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "zlib"
+
+# Where a thread's time went besides running: [GVL blocked], [GVL wait], [GC marking] and
+# [GC sweeping] leaves under the stack where it happened, and a state label on every sample.
+class StatesTest < Minitest::Test
+  include ProfileHelpers
+
+  # Rubies whose thread event hooks name the thread (3.3+): waiting for the GVL told apart
+  GVL_EVENTS = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
+  STATES = ["[GVL blocked]", "[GVL wait]", "[GC marking]", "[GC sweeping]"].freeze
+
+  def teardown
+    Hakari.stop if Hakari.running?
+  end
+
+  # weight by leaf state ("running" for any other leaf), per thread when asked
+  def by_state(data, thread: nil)
+    data[:samples].each_with_object(Hash.new(0)) do |(frames, weight, _, seq), h|
+      next if thread && seq != thread
+
+      h[STATES.include?(frames.first[0]) ? frames.first[0] : "running"] += weight
+    end
+  end
+
+  def test_a_thread_off_the_gvl_is_blocked_in_the_call_that_blocked
+    reader, writer = IO.pipe
+    data = Hakari.start(mode: :wall) do
+      sleeper = Thread.new { sleep 0.2 }
+      pipe = Thread.new { reader.read(1) }
+      sleep 0.25
+      writer.write("x")
+      [sleeper, pipe].each(&:join)
+    end
+    blocked = data[:samples].select { |frames, *| frames.first[0] == "[GVL blocked]" }
+    under = blocked.group_by { |frames, *| frames[1][0] }.transform_values { |rows| rows.sum { _2 } }
+    # each blocking call keeps its time, under its own frame
+    assert_operator under["IO#read"].to_i, :>, 200_000_000, under.inspect
+    if GVL_EVENTS
+      assert_operator under["Kernel#sleep"].to_i, :>, 400_000_000, "the sleeper's 200 ms and the main thread's 250: #{under}"
+      assert_operator under["Kernel#sleep"].to_i, :<, 500_000_000, under.inspect
+      # nothing of it is counted as running
+      assert_operator by_state(data)["running"], :<, 50_000_000
+    else
+      # 3.1: a thread is seen blocked by the others' samples; the stretch a thread's own
+      # sample ends when it wakes is not told apart from running (the comments say so)
+      assert_operator under["Kernel#sleep"].to_i, :>, 150_000_000, under.inspect
+      assert_operator cumulative(data, "Kernel#sleep"), :>, 400_000_000
+    end
+  ensure
+    [reader, writer].each(&:close)
+  end
+
+  def test_two_busy_threads_wait_for_each_other
+    data = Hakari.start(mode: :wall) { Array.new(2) { Thread.new { Workloads.spin(0.15) } }.each(&:join) }
+    states = by_state(data)
+    assert_in_delta 300_000_000, states["running"], 30_000_000, states.inspect
+    off_gvl = states["[GVL wait]"] + states["[GVL blocked]"]
+    # the workers' waits for each other (about 150 ms together) and the join (about 300 ms)
+    assert_operator off_gvl, :>, 380_000_000, states.inspect
+    if GVL_EVENTS
+      assert_operator states["[GVL wait]"], :>, 100_000_000, "waits for the GVL told apart: #{states}"
+    else
+      assert_equal 0, states["[GVL wait]"], "3.1 cannot tell a wait for the GVL from a block"
+    end
+  end
+
+  def test_gc_time_is_under_the_stack_that_collected_in_both_modes
+    %i[wall cpu].each do |mode|
+      gc_wall = 0
+      data = Hakari.start(mode: mode) do
+        20.times do
+          Array.new(20_000) { "x" * 10 }
+          t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+          GC.start
+          gc_wall += Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) - t0
+        end
+      end
+      states = by_state(data)
+      gc = states["[GC marking]"] + states["[GC sweeping]"]
+      assert_operator states["[GC marking]"], :>, 0, "#{mode}: #{states}"
+      # the GC time of the GC.start calls (and of the few GCs the allocations caused)
+      assert_operator gc, :>, 0.6 * gc_wall, "#{mode}: #{states}, #{gc_wall} ns in GC.start"
+      assert_operator gc, :<, 1.5 * gc_wall + 20_000_000, "#{mode}: #{states}, #{gc_wall} ns in GC.start"
+      under = data[:samples].select { |frames, *| frames.first[0].start_with?("[GC") }.map { |frames, *| frames[1][0] }.uniq
+      assert_includes under, "GC.start", mode
+    end
+  end
+
+  def test_every_sample_has_a_state_label_in_pprof
+    data = Hakari.start(mode: :wall) { Thread.new { sleep 0.05 }.join; GC.start }
+    raw = Zlib.gunzip(data.encode(:pprof))
+    %w[state running blocked gc_marking].each { |s| assert_includes raw, s }
+    assert_match(/states=gvl:/, raw)
+  end
+end
