@@ -281,6 +281,19 @@ class CLITest < Minitest::Test
     sleep 0.05
   RUBY
 
+  # wall mode's stat: where every thread's time went, and the calls that blocked most
+  def test_stat_breaks_wall_time_down_by_state
+    script("states.rb", "t = Thread.new { sleep 0.2 }\n#{BURN}\nburn(0.1)\nt.join\nGC.start\n")
+    _, err, st = hakari("stat", "ruby", "states.rb") # wall mode, stat's default
+    assert_equal 0, st.exitstatus, err
+    assert_match(/Where the time went \(wall time of every thread, added\)/, err)
+    assert_match(/^\s+[\d.]+ ms\s+[\d.]+ %  CPU execution$/, err)
+    blocked = err[/^\s+([\d.]+) ms\s+[\d.]+ %  GVL blocked/, 1].to_f
+    assert_operator blocked, :>, 150, err # the sleeper's 200 ms, and the main thread's join
+    assert_match(/GC marking/, err)
+    assert_match(/Top blocking calls.*\n.*(Kernel#sleep|Thread#join)/m, err)
+  end
+
   def test_stat_prints_each_figure
     script("stat.rb", STAT_SCRIPT)
     # a stale HAKARI_OUTPUT in the user's environment must not make stat write a file

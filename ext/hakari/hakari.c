@@ -231,6 +231,7 @@ static VALUE profile_counters(VALUE self)
     SET(h, "unique_stacks", ULL2NUM(st->unique_stacks));
     SET(h, "timer", rb_str_new_cstr(st->timer_kind ? st->timer_kind : "none"));
     SET(h, "stack_walker", rb_str_new_cstr(st->stack_walker ? st->stack_walker : "none"));
+    SET(h, "states", rb_str_new_cstr(st->states ? st->states : "none"));
     return h;
 }
 

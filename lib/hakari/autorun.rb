@@ -105,6 +105,7 @@ module Hakari
       result = { "status" => "ok", "pid" => @pid }
       data.counters.each { |k, v| result[k.to_s] = v }
       gc_deltas(@gc_before, gc).each { |k, v| result[k] = v }
+      states(data).each { |k, v| result[k] = v } unless data[:mode] == :trace
       S.write_atomic(File.join(@dir, S::REPORT_FILE), data.encode(:text)) if @dir && @report
       if @output
         begin
@@ -119,6 +120,24 @@ module Hakari
       S.write_result(@dir, result) if @dir
     rescue StandardError => e
       fail_with("could not finish profiling: #{e.message}")
+    end
+
+    STATE_FRAMES = { "[GVL blocked]" => "blocked", "[GVL wait]" => "wait", "[GC marking]" => "gc_marking",
+                     "[GC sweeping]" => "gc_sweeping" }.freeze
+
+    # For `hakari stat`: the time by state (the samples' leaves), and the calls that blocked
+    # most (the frame above [GVL blocked]), as "name=ns" pairs, largest first.
+    def states(data)
+      time = Hash.new(0)
+      blocking = Hash.new(0)
+      data[:samples].each do |frames, weight|
+        state = STATE_FRAMES.fetch(frames.first[0], "running")
+        time[state] += weight
+        blocking[frames[1][0]] += weight if state == "blocked" && frames[1]
+      end
+      out = %w[running blocked wait gc_marking gc_sweeping].to_h { |s| ["state_#{s}_ns", time[s]] }
+      out["blocking_calls"] = blocking.max_by(5) { _2 }.map { |name, ns| "#{name}=#{ns}" }.join(" ")
+      out
     end
 
     # one line: the path and why (the system's words for a failed write)

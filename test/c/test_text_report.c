@@ -223,6 +223,14 @@ static int has_line(const report *r, const char *prefix)
     return 0;
 }
 
+/* the first line from `from` on that contains s; -1 if none */
+static int line_with(const report *r, int from, const char *s)
+{
+    for (int i = from < 0 ? 0 : from; i < r->n; i++)
+        if (strstr(r->lines[i], s)) return i;
+    return -1;
+}
+
 static void test_thread_count(void)
 {
     hk_profile *p = hk_profile_new();
@@ -252,6 +260,47 @@ static void test_thread_count(void)
     hk_profile_free(p);
 }
 
+/* Samples with a state label: a States section with each state's total, then the
+ * calls that blocked and the places that waited (the frame above the state's
+ * leaf), by time; none when every sample is running. */
+static void test_states(void)
+{
+    hk_profile *p = hk_profile_new();
+    hk_profile_add_sample_type(p, "wall", "nanoseconds");
+    static const char *const names[] = {"main", "Kernel#sleep", "IO#read", "[GVL blocked]", "[GVL wait]", "spin"};
+    uint32_t loc[6];
+    for (int i = 0; i < 6; i++)
+        loc[i] = hk_profile_location(p, hk_profile_function(p, hk_profile_string(p, names[i]), 0, 0, 0), 0);
+    uint32_t running[] = {loc[5], loc[0]}, slept[] = {loc[3], loc[1], loc[0]}, read[] = {loc[3], loc[2], loc[0]},
+             waited[] = {loc[4], loc[5], loc[0]};
+    const uint32_t *stacks[] = {running, slept, read, waited};
+    const char *const state[] = {"running", "blocked", "blocked", "wait"};
+    const int64_t ms[] = {40, 30, 20, 10};
+    report r;
+    for (int i = 0; i < 4; i++) {
+        hk_label l = {.key = hk_profile_string(p, "state"), .str = hk_profile_string(p, state[i])};
+        int64_t v = ms[i] * 1000000;
+        hk_profile_add_sample(p, stacks[i], i == 0 ? 2 : 3, &v, &l, 1);
+        if (i == 0) { /* only running: no section */
+            CHECK_INT(report_of(p, 0, 10, &r), 0);
+            CHECK(!has_line(&r, "States:"));
+            free(r.text);
+        }
+    }
+    CHECK_INT(report_of(p, 0, 10, &r), 0);
+    int states = line_with(&r, 0, "States:"), blocking = line_with(&r, 0, "Blocking calls"),
+        waits = line_with(&r, 0, "Waits for the GVL");
+    CHECK(states >= 0 && blocking > states && waits > blocking);
+    CHECK(line_with(&r, states, "40.0 ms  40.0%  running") == states + 1);
+    CHECK(line_with(&r, states, "50.0 ms  50.0%  blocked") == states + 2);
+    CHECK(line_with(&r, states, "10.0 ms  10.0%  wait") == states + 3);
+    CHECK_INT(line_with(&r, blocking, "Kernel#sleep"), blocking + 1); /* 30 ms, before 20 */
+    CHECK_INT(line_with(&r, blocking, "IO#read"), blocking + 2);
+    CHECK_INT(line_with(&r, waits, "spin"), waits + 1);
+    free(r.text);
+    hk_profile_free(p);
+}
+
 int main(void)
 {
     RUN(test_sections_and_order);
@@ -262,5 +311,6 @@ int main(void)
     RUN(test_under_failed_allocation);
     RUN(test_sum_overflow);
     RUN(test_thread_count);
+    RUN(test_states);
     return check_done();
 }

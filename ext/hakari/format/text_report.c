@@ -72,6 +72,72 @@ static long thread_count(const hk_profile *p)
     return distinct;
 }
 
+/* sample i's string label named key, or NULL when it has none */
+static const char *str_label(const hk_profile *p, size_t i, const char *key)
+{
+    const hk_label *l = hk_profile_sample_labels(p, i);
+    for (uint32_t j = 0; j < p->samples[i].nlabel; j++)
+        if (l[j].str && strcmp(hk_profile_str(p, l[j].key), key) == 0) return hk_profile_str(p, l[j].str);
+    return NULL;
+}
+
+/* the states a sampler's profile tells apart (its `state` label), and what each means */
+static const char *const states[][2] = {
+    {"running", "running Ruby or C code"},
+    {"blocked", "off the GVL: I/O, sleep, a lock, a C call that released it"},
+    {"wait", "waiting to take the GVL back"},
+    {"gc_marking", "GC marking"},
+    {"gc_sweeping", "GC sweeping"},
+};
+#define NSTATES (sizeof(states) / sizeof(states[0]))
+
+/* Where the time went by state, when the samples carry a `state` label and
+ * some time was not running; then the calls that blocked and the places that
+ * waited for the GVL: the frames just above the [GVL blocked] and [GVL wait]
+ * leaves. 0, or -1 when out of memory. */
+static int states_section(hk_buf *out, const hk_profile *p, size_t vi, size_t top_n, int64_t total)
+{
+    int64_t by_state[NSTATES] = {0};
+    size_t nf = p->nfunctions;
+    row *blocked = calloc(nf + 1, sizeof(*blocked)), *waiting = calloc(nf + 1, sizeof(*waiting));
+    if (!blocked || !waiting) {
+        free(blocked);
+        free(waiting);
+        return -1;
+    }
+    for (size_t f = 0; f < nf; f++) blocked[f].func = waiting[f].func = (uint32_t)f + 1;
+    int other = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const char *label = str_label(p, i, "state");
+        size_t s = 0;
+        while (label && s < NSTATES && strcmp(label, states[s][0]) != 0) s++;
+        if (!label) continue;
+        if (s == NSTATES) continue;
+        int64_t v = hk_profile_sample_values(p, i)[vi];
+        by_state[s] = hk_add_sat(by_state[s], v);
+        other |= s != 0 && v != 0;
+        row *above = s == 1 ? blocked : s == 2 ? waiting : NULL;
+        if (above && p->samples[i].nloc >= 2) {
+            row *r = &above[hk_profile_loc(p, hk_profile_sample_locs(p, i)[1])->function_id - 1];
+            r->value = hk_add_sat(r->value, v);
+        }
+    }
+    if (other) {
+        hk_buf_puts(out, "\nStates:\n");
+        for (size_t s = 0; s < NSTATES; s++) {
+            if (!by_state[s] && s != 0) continue;
+            put_value(out, p, vi, by_state[s]);
+            hk_buf_printf(out, " %5.1f%%  %s (%s)\n", total ? 100.0 * (double)by_state[s] / (double)total : 0.0,
+                          states[s][0], states[s][1]);
+        }
+        if (by_state[1]) table(out, p, vi, "Blocking calls (the frame above [GVL blocked])", blocked, nf, top_n, total);
+        if (by_state[2]) table(out, p, vi, "Waits for the GVL (the frame above [GVL wait])", waiting, nf, top_n, total);
+    }
+    free(blocked);
+    free(waiting);
+    return 0;
+}
+
 int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
 {
     if (vi >= p->nvalues) return -1;
@@ -119,6 +185,7 @@ int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
     if (threads > 1) hk_buf_printf(out, "Threads: %ld (the total is their times added)\n", threads);
     table(out, p, vi, "Flat", flat, nf, top_n, total);
     table(out, p, vi, "Cumulative", cum, nf, top_n, total);
+    if (states_section(out, p, vi, top_n, total) < 0) goto fail;
 
     free(flat);
     free(cum);

@@ -339,6 +339,10 @@ static void take_other_threads_tails(const hk_thread *cur)
         int64_t now = S.cfg.mode == HK_MODE_WALL ? S.stop_mono_ns
                       : t->tid > 0              ? hk_clock_ns(hk_thread_cpu_clock(t->tid))
                                                 : -1;
+        /* a thread never sampled that used next to no CPU (a parked one's way into its wait
+         * after start, a wake-up) is left out: under a hundredth of a period is noise */
+        if (S.cfg.mode == HK_MODE_CPU && !t->seq && t->prev_clock >= 0 && now - t->prev_clock < S.period_ns / 100)
+            continue;
         take_thread_tail(t, now);
     }
 }
@@ -644,6 +648,7 @@ static void fill_totals(hk_sampler_stats *st)
     st->resolve_time_ns = (uint64_t)((double)S.resolve_time * scale);
     st->thread_count = S.nseq;
     st->stack_walker = hk_stack_walk_kind();
+    st->states = hk_states_how();
     st->walk_mismatch_count = hk_stack_walk_mismatches();
     st->timer_kind = S.cfg.mode == HK_MODE_CPU ? hk_cpu_clock_kind() : hk_timer_kind();
     st->timer_cpu_ns = S.cfg.mode == HK_MODE_CPU ? hk_cpu_clock_worker_cpu_ns() : (uint64_t)hk_timer_cpu_ns();

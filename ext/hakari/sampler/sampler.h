@@ -59,6 +59,7 @@ typedef struct hk_sampler_stats {
     uint64_t unique_frames, unique_stacks; /* set as the profile is built; stacks: (stack, thread) pairs */
     const char *timer_kind;
     const char *stack_walker; /* stack_walk.h: how the frames were read */
+    const char *states;       /* how the states were told apart (sampler_states.c) */
 } hk_sampler_stats;
 
 /* ctx: GVL. 0, or -1 with a message in err (already running, timer failure). */

@@ -96,7 +96,7 @@ static void add_comments(hk_profile *p, const hk_sampler_stats *st)
     hk_profile_add_comment(p, line);
     snprintf(line, sizeof(line), "stack_walk=%s", st->stack_walker ? st->stack_walker : "none");
     hk_profile_add_comment(p, line);
-    snprintf(line, sizeof(line), "states=%s", hk_states_how());
+    snprintf(line, sizeof(line), "states=%s", st->states ? st->states : "none");
     hk_profile_add_comment(p, line);
 }
 

@@ -54,7 +54,35 @@ module Hakari
           row(int(n["allocated_objects"]), "", "allocated objects"),
           row(int(n["freed_objects"]), "", "freed objects"),
           *(@p["mode"] == "trace" ? trace_lines(n) : sampling_lines(n)),
+          *(@p["mode"] == "trace" ? [] : state_lines(n)),
         ]
+      end
+
+      STATES = [["running", "CPU execution"], ["blocked", "GVL blocked (I/O, sleep, locks, C calls without the GVL)"],
+                ["wait", "GVL wait (ready, waiting for another thread to release it)"],
+                ["gc_marking", "GC marking"], ["gc_sweeping", "GC sweeping"]].freeze
+
+      # Where the profile's time went, by state, as rperf's stat shows it; and which calls
+      # blocked most. In wall mode the times are every thread's wall time added up.
+      def state_lines(n)
+        total = STATES.sum { |s, _| n["state_#{s}_ns"] }
+        return [] if total.zero?
+        what = @p["mode"] == "wall" ? "wall time of every thread, added" : "CPU time"
+        lines = ["", " Where the time went (#{what}):"]
+        STATES.each do |state, label|
+          ns = n["state_#{state}_ns"]
+          next if ns.zero? && state != "running"
+          lines << format("%14s ms %5s %%  %s", ms(ns), pct(ns, total), label)
+        end
+        if @p["states"].to_s.include?("off-gvl-counts-as-blocked")
+          lines << "   (this Ruby has no GVL events: a wait for the GVL counts as blocked)"
+        end
+        calls = @p["blocking_calls"].to_s.split.map { |pair| pair.split("=", 2) }.reject { |_, ns| ns.to_i < 50_000 }
+        unless calls.empty?
+          lines << " Top blocking calls (the frame above [GVL blocked]):"
+          calls.each { |name, ns| lines << format("%14s ms  %s", ms(ns.to_i), name) }
+        end
+        lines
       end
 
       def sampling_lines(n)

@@ -1,0 +1,125 @@
+# frozen_string_literal: true
+
+# Ground truth for the states: does a wall-mode profile give [GVL blocked], [GVL wait] and the
+# GC ([GC marking] + [GC sweeping]) the time they really took? Each scenario measures its own
+# truth around the calls, on the monotonic clock:
+#   contended  two threads that each spin 0.3 s of CPU, which the main thread joins: each
+#              worker waits for the GVL while the other runs (its wall time less its CPU);
+#              the main thread is blocked in the join until the last worker ends, then waits
+#              to take the GVL back;
+#   blocked    one thread sleeps 0.3 s, one reads a pipe until the main thread, after its own
+#              0.35 s sleep, writes to it;
+#   gc         GC.start 30 times over a heap of 300 000 live objects (no allocation between
+#              them, so no other GC): the time inside GC.start, in wall and in cpu mode.
+# The score per category is |profiled - truth| / truth; the target is 2 % (docs/benchmarks.md).
+# Where Ruby has no GVL events (3.1) waits for the GVL count as blocked: the contended
+# scenario then compares blocked + wait with the truth's.
+#
+#   ruby bench/gvl_gc.rb                   (a lane's: script/lane 3.4+yjit ruby bench/gvl_gc.rb)
+# Env: HAKARI_BENCH_ROUNDS (runs of each scenario, default 3)
+
+$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+require "hakari"
+
+$stdout.sync = true
+ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "3"))
+MONO = Process::CLOCK_MONOTONIC
+CPU = Process::CLOCK_THREAD_CPUTIME_ID
+STATES = { "[GVL blocked]" => :blocked, "[GVL wait]" => :wait, "[GC marking]" => :gc, "[GC sweeping]" => :gc }.freeze
+
+def now = Process.clock_gettime(MONO, :nanosecond)
+def cpu_now = Process.clock_gettime(CPU, :nanosecond)
+
+def spin(seconds)
+  stop = cpu_now + (seconds * 1e9).to_i
+  x = 0
+  x += 1 while cpu_now < stop
+end
+
+# the profile's time by state
+def profiled(data)
+  data[:samples].each_with_object(Hash.new(0)) { |(frames, w), h| h[STATES.fetch(frames.first[0], :running)] += w }
+end
+
+def contended(mode)
+  truth = Hash.new(0)
+  ends = []
+  lock = Mutex.new
+  data = Hakari.start(mode: mode) do
+    workers = Array.new(2) do
+      Thread.new do
+        w0 = now
+        c0 = cpu_now
+        spin(0.3)
+        lock.synchronize do
+          truth[:wait] += now - w0 - (cpu_now - c0)
+          ends << now
+        end
+      end
+    end
+    j0 = now
+    workers.each(&:join)
+    j1 = now
+    truth[:blocked] += ends.max - j0
+    truth[:wait] += j1 - ends.max # the main thread takes the GVL back
+  end
+  [truth, profiled(data)]
+end
+
+def blocked(mode)
+  truth = Hash.new(0)
+  reader, writer = IO.pipe
+  lock = Mutex.new
+  timed = ->(key) { t0 = now; yield; lock.synchronize { truth[key] += now - t0 } }
+  data = Hakari.start(mode: mode) do
+    sleeper = Thread.new { t0 = now; sleep 0.3; lock.synchronize { truth[:blocked] += now - t0 } }
+    pipe = Thread.new { t0 = now; reader.read(1); lock.synchronize { truth[:blocked] += now - t0 } }
+    t0 = now
+    sleep 0.35
+    lock.synchronize { truth[:blocked] += now - t0 }
+    writer.write("x")
+    [sleeper, pipe].each(&:join)
+  end
+  [truth, profiled(data)]
+ensure
+  [reader, writer].each(&:close)
+end
+
+KEEP = Array.new(300_000) { |i| [i, "x#{i}"] } # live objects for every GC to mark
+
+def gc(mode)
+  truth = Hash.new(0)
+  clock = mode == :cpu ? CPU : MONO
+  GC.start
+  data = Hakari.start(mode: mode) do
+    30.times do
+      t0 = Process.clock_gettime(clock, :nanosecond)
+      GC.start
+      truth[:gc] += Process.clock_gettime(clock, :nanosecond) - t0
+    end
+  end
+  [truth, profiled(data)]
+end
+
+gvl_events = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
+yjit = defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? "+YJIT" : ""
+puts "gvl_gc: ruby #{RUBY_VERSION}#{yjit}, wall mode (gc also in cpu mode), #{ROUNDS} rounds" \
+     "#{gvl_events ? '' : ' (no GVL events: a wait for the GVL counts as blocked)'}"
+puts format("  %-10s %-4s %-8s %10s %10s %8s", "scenario", "mode", "state", "truth ms", "prof. ms", "error")
+worst = Hash.new(0.0)
+[[:contended, :wall], [:blocked, :wall], [:gc, :wall], [:gc, :cpu]].each do |scenario, mode|
+  ROUNDS.times do
+    truth, got = send(scenario, mode)
+    unless gvl_events
+      truth = truth.merge(blocked: truth[:blocked] + truth[:wait]).tap { _1.delete(:wait) }
+      got = got.merge(blocked: got[:blocked] + got[:wait]).tap { _1.delete(:wait) }
+    end
+    truth.each do |state, t|
+      err = (got[state] - t).abs.fdiv(t)
+      worst[[scenario, mode, state]] = [worst[[scenario, mode, state]], err].max
+      puts format("  %-10s %-4s %-8s %10.1f %10.1f %7.2f%%", scenario, mode, state, t / 1e6, got[state] / 1e6, 100 * err)
+    end
+  end
+end
+puts "\nworst error per state (target <= 2 %)"
+worst.each { |(s, m, state), e| puts format("  %-10s %-4s %-8s %6.2f %%", s, m, state, 100 * e) }
