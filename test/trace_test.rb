@@ -175,11 +175,14 @@ class TraceTest < Minitest::Test
     data = Hakari.start(mode: :trace, measure: :allocations) { make(30, 20, 10) }
     assert_equal :allocations, data[:measure]
     m = methods_of(data)
-    assert_equal 60, m["TraceTest#make"][:total]
+    # YJIT, recompiling the code the trace invalidated, may allocate a few objects of its own in
+    # the traced block; without it the counts are exact
+    slack = defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? 8 : 0
+    assert_in_delta 60, m["TraceTest#make"][:total], slack
     # blocks are not frames: the arrays and hashes are made in Integer#times' blocks, the strings by String#+@
-    assert_equal 50, m["Integer#times"][:self]
-    assert_equal 10, m["String#+@"][:self]
-    assert_equal 0, m["TraceTest#make"][:self]
+    assert_in_delta 50, m["Integer#times"][:self], slack
+    assert_in_delta 10, m["String#+@"][:self], slack
+    assert_in_delta 0, m["TraceTest#make"][:self], slack
   end
 
   def test_cpu_measure_ignores_sleep

@@ -104,7 +104,15 @@ HK_HOT static hk_thread *current_thread(void)
     VALUE th = rb_thread_current();
     hk_thread *t = S.last_thread < S.nthreads && S.threads[S.last_thread].thread == th ? &S.threads[S.last_thread]
                                                                                       : hk_sampler_thread_find(th);
-    if (!t && (t = hk_sampler_thread_add(th, -1))) hk_states_thread(t, 1);
+    /* a thread first seen by a job on it, before RUBY_EVENT_THREAD_BEGIN: its time began at its
+     * start in wall mode when that is known, where its native thread was last accounted in cpu
+     * mode; else its first sample weighs one nominal period */
+    if (!t) {
+        int64_t from = S.cfg.mode == HK_MODE_WALL
+                           ? hk_states_born(th)
+                           : hk_sampler_native_baseline(hk_gettid(), hk_clock_ns(CLOCK_THREAD_CPUTIME_ID));
+        if ((t = hk_sampler_thread_add(th, from))) hk_states_thread(t, 1);
+    }
     if (!t) return NULL;
     if (vm_thread && !t->vm_thread) {
         t->vm_thread = vm_thread;
@@ -375,8 +383,9 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
     /* wall mode: its time began at its start, before its first wait for the GVL */
     int64_t born = S.cfg.mode == HK_MODE_WALL ? hk_states_born(th) : -1;
     if (born >= 0 && born < now) now = born;
-    if (t) t->prev_clock = now;
-    else if ((t = hk_sampler_thread_add(th, now))) hk_states_thread(t, 1);
+    /* a record made at start (Thread.list) begins here; one a job made has its baseline already */
+    if (t && !t->seq) t->prev_clock = now;
+    else if (!t && (t = hk_sampler_thread_add(th, now))) hk_states_thread(t, 1);
     if (t) {
         t->tid = tid;
         hk_cpu_clock_thread_begin(t->tid);
