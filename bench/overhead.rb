@@ -34,7 +34,14 @@ SETUPS = %w[unprofiled hakari stackprof].freeze
 # second here (ITIMER_PROF fires on the kernel's 250 Hz tick), so this is the like-for-like row;
 # and no profiler but a bare C thread that sleeps 1 ms at a time (CWork.sleeper_start): what the
 # wake-ups of any 1000 Hz timer thread alone cost the program, which stackprof does not pay
-STEADY_SETUPS = (SETUPS + %w[hakari@250 sleeper]).freeze
+# and rperf (cpu mode, 1000 Hz) where it installs: Ruby 3.4+
+RPERF = begin
+  require "rperf"
+  true
+rescue LoadError
+  false
+end
+STEADY_SETUPS = (SETUPS + %w[hakari@250 sleeper] + (RPERF ? %w[rperf] : [])).freeze
 WORKLOADS = %w[fib kramdown].freeze
 DEPTHS = [20, 200].freeze
 
@@ -111,6 +118,7 @@ def start_profiler(setup)
   when "hakari" then Hakari.start(mode: :cpu, frequency: 1000)
   when "hakari@250" then Hakari.start(mode: :cpu, frequency: 250)
   when "stackprof" then StackProf.start(mode: :cpu, interval: 1000)
+  when "rperf" then Rperf.start(mode: :cpu, frequency: 1000)
   when "sleeper" then CWork.sleeper_start
   end
 end
@@ -119,6 +127,7 @@ def stop_profiler(setup)
   case setup
   when "hakari", "hakari@250" then Hakari.stop
   when "stackprof" then StackProf.stop.then { StackProf.results }
+  when "rperf" then Rperf.stop
   when "sleeper" then CWork.sleeper_stop
   end
 end
@@ -161,6 +170,7 @@ end
 def samples_in(setup, result)
   case setup
   when "stackprof" then result[:samples]
+  when "rperf" then result[:sampling_count]
   when "unprofiled", "sleeper" then 0
   else result[:sample_count]
   end
@@ -268,6 +278,10 @@ def print_table(times, rounds, setups = SETUPS)
       ht = ratios(times, w, "hakari", "stackprof", :thread)
       puts format("  hakari vs stackprof (thread CPU): %s (95%% CI %s)", pct(median(ht)), median_ci(ht))
     end
+    next unless setups.include?("rperf")
+
+    hr = ratios(times, w, "hakari", "rperf", :wall)
+    puts format("  hakari vs rperf (wall): %s (IQR %s, 95%% CI %s)", pct(median(hr)), iqr(hr), median_ci(hr))
   end
   puts "  (target: hakari slowdown <= 1% and no more than stackprof's)"
 end

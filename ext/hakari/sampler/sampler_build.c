@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <ruby/debug.h>
 
@@ -42,6 +43,20 @@ static uint32_t resolve_frame(hk_profile *p, VALUE f)
     uint32_t file = rstring(p, path, "<cfunc>");
     /* system_name stays empty: pprof "demangles" a name equal to its system name, eating "<main>" */
     return hk_profile_function(p, name, 0, file, FIXNUM_P(line) ? FIX2LONG(line) : 0);
+}
+
+/* a method of hakari's (Hakari.stop, Hakari::Native.stop, Hakari::Autorun.finish),
+ * or a block in one (the CLI's at_exit block in Hakari::Autorun.start) */
+int hk_sampler_own_label(const char *l, long len)
+{
+    if (len > 6 && strncmp(l, "block ", 6) == 0) {
+        long i = 5;
+        while (i + 4 <= len && strncmp(l + i, " in ", 4) != 0) i++;
+        if (i + 4 > len) return 0;
+        l += i + 4;
+        len -= i + 4;
+    }
+    return (len > 7 && strncmp(l, "Hakari.", 7) == 0) || (len > 8 && strncmp(l, "Hakari::", 8) == 0);
 }
 
 /* location id in p for each of the sampler's locations (index id - 1). The
@@ -158,6 +173,19 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
         if (nloc >= 2 && p->locations[locs[nloc - 1] - 1].line == 0 &&
             p->locations[locs[nloc - 1] - 1].function_id == p->locations[locs[nloc - 2] - 1].function_id)
             nloc--;
+        /* A job whose tick came in the program's last period may run in hakari's own exit
+         * work (Hakari::Autorun.finish, Hakari.stop): that time is the program's, and goes to
+         * the frame that called hakari, as the stop-time tail's does. */
+        uint32_t own = 0;
+        while (own + 1 < nloc) {
+            const char *name = hk_profile_str(p, hk_profile_func(p, p->locations[locs[own] - 1].function_id)->name);
+            if (!hk_sampler_own_label(name, (long)strlen(name))) break;
+            own++;
+        }
+        if (own) {
+            memmove(locs, locs + own, (nloc - own) * sizeof(*locs));
+            nloc -= own;
+        }
         labels[0].num = seq;
         VALUE leaf = nkey > 1 ? s->locs[key[nkey - 1] - 1].frame : Qnil;
         labels[1].str = state_str[HK_FRAME_STATE_P(leaf) ? FIX2LONG(leaf) : HK_STATE_RUNNING];

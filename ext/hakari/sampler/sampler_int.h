@@ -286,5 +286,7 @@ const char *hk_states_how(void);
 
 /* ctx: GVL (allocates Ruby strings while resolving names). */
 hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *stats);
+/* a label of hakari's own methods (Hakari.*, Hakari::*, or a block in one): left out of stacks */
+int hk_sampler_own_label(const char *label, long len);
 
 #endif

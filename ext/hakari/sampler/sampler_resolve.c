@@ -346,20 +346,6 @@ size_t hk_sampler_tables_size(void)
 }
 
 
-/* a method of hakari's (Hakari.stop, Hakari::Native.stop, Hakari::Autorun.finish),
- * or a block in one (the CLI's at_exit block in Hakari::Autorun.start) */
-static int own_label(const char *l, long len)
-{
-    if (len > 6 && strncmp(l, "block ", 6) == 0) {
-        long i = 5;
-        while (i + 4 <= len && strncmp(l + i, " in ", 4) != 0) i++;
-        if (i + 4 > len) return 0;
-        l += i + 4;
-        len -= i + 4;
-    }
-    return (len > 7 && strncmp(l, "Hakari.", 7) == 0) || (len > 8 && strncmp(l, "Hakari::", 8) == 0);
-}
-
 /* hakari's own frames on top of the stack at stop: Hakari::Native.stop, Hakari.stop,
  * Hakari.start, and under the CLI Hakari::Autorun.finish and its at_exit block */
 static int own_frames_on_top(int n)
@@ -367,7 +353,7 @@ static int own_frames_on_top(int n)
     int skip = 0;
     for (; skip < n; skip++) {
         VALUE label = rb_profile_frame_full_label(S.frame_buf[skip]);
-        if (!RB_TYPE_P(label, T_STRING) || !own_label(RSTRING_PTR(label), RSTRING_LEN(label))) break;
+        if (!RB_TYPE_P(label, T_STRING) || !hk_sampler_own_label(RSTRING_PTR(label), RSTRING_LEN(label))) break;
     }
     return skip;
 }
