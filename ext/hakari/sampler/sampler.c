@@ -165,7 +165,7 @@ static void take_parts(const hk_thread *t, const int64_t parts[HK_NSTATES])
  * holds it is off it: its time counts as blocked. */
 static int64_t waiting_parts(hk_thread *t, int64_t weight, int64_t now, int64_t parts[HK_NSTATES])
 {
-    int64_t running = hk_states_take(t, weight, now, parts);
+    int64_t running = hk_states_take(t, weight, now, 0, parts);
     if (!t->gvl && S.cfg.mode == HK_MODE_WALL) {
         parts[HK_STATE_BLOCKED] += running;
         running = 0;
@@ -204,7 +204,7 @@ HK_HOT static hk_thread *take_sample(void)
          * at it. Read after the capture: the worker wrote the tick on its own
          * core, and the line's trip here (prefetched at the start) overlaps with it. */
         int state = HK_TICK_RUNNING;
-        h->weight = hk_states_take(t, tick_weight(t, &state, &h->leaf), t->prev_clock, S.parts);
+        h->weight = hk_states_take(t, tick_weight(t, &state, &h->leaf), t->prev_clock, 1, S.parts);
         h->state = state;
         h->seq = t->seq;
         t->spot_valid = 0; /* it ran: its next wait starts a new stack */

@@ -73,6 +73,7 @@ typedef struct hk_thread {
     int64_t gc_mark, gc_sweep; /* on the profile's clock, added by the GC's events */
     void *gvl;                 /* its GVL record (wall mode, Rubies with thread event hooks), or NULL */
     int64_t gvl_blocked, gvl_wait; /* that record's totals at its latest sample */
+    int64_t cpu_mark;          /* wall mode without GVL events: its CPU clock at its own latest sample, or -1 */
 } hk_thread;
 
 /* A thread's leaf control frame as the worker read it at a tick (stack_walk.h):
@@ -273,8 +274,9 @@ void hk_states_forget(void);
  * holds the GVL (the others are taken to be off it until their hooks say otherwise). */
 void hk_states_thread(hk_thread *t, int running);
 /* ctx: GVL. Splits a sample's weight, t's time up to `to` on the profile's clock: the parts
- * spent in other states go to parts[state]; returns the running part. */
-int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int64_t parts[HK_NSTATES]);
+ * spent in other states go to parts[state]; returns the running part. own: the sample is the
+ * job's on t itself (where Ruby has no GVL events, its time off CPU is taken to be blocked). */
+int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int own, int64_t parts[HK_NSTATES]);
 /* wall mode: when a thread that started while profiling began (monotonic ns), or -1 */
 int64_t hk_states_born(VALUE thread);
 /* the thread's GVL state now (HK_STATE_RUNNING where it has no record) */

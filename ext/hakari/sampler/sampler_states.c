@@ -186,6 +186,7 @@ void hk_states_thread(hk_thread *t, int running)
     t->gc_mark = t->gc_sweep = 0;
     t->gvl = NULL;
     t->gvl_blocked = t->gvl_wait = 0;
+    t->cpu_mark = running ? hk_clock_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
 #ifdef HK_GVL_EVENTS
     if (!gvl_hook_handle) return;
     gvl_record *g = rb_internal_thread_specific_get(t->thread, gvl_key);
@@ -223,10 +224,23 @@ int64_t hk_states_born(VALUE thread)
 
 /* ---- a sample's parts ---------------------------------------------------- */
 
-int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int64_t parts[HK_NSTATES])
+int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int own, int64_t parts[HK_NSTATES])
 {
     memset(parts, 0, HK_NSTATES * sizeof(*parts));
     int64_t left = weight > 0 ? weight : 0;
+    /* Without GVL events (3.1), the job's own sample of a thread that just woke covers the
+     * stretch it was blocked in, which no other thread's sample saw: its time off CPU since its
+     * previous own sample is taken to be blocked (the OS's preemption of a busy thread too, which
+     * a stretch under a quarter period is taken to be and is left running). */
+    if (own && !t->gvl && S.cfg.mode == HK_MODE_WALL) {
+        int64_t cpu = hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        int64_t off = t->cpu_mark >= 0 && cpu >= t->cpu_mark ? left - (cpu - t->cpu_mark) : 0;
+        t->cpu_mark = cpu;
+        if (off > S.period_ns / 4) {
+            parts[HK_STATE_BLOCKED] = off;
+            left -= off;
+        }
+    }
 #ifdef HK_GVL_EVENTS
     if (t->gvl && S.cfg.mode == HK_MODE_WALL) {
         int64_t b, w;
