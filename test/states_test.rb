@@ -10,6 +10,8 @@ class StatesTest < Minitest::Test
 
   # Rubies whose thread event hooks name the thread (3.3+): waiting for the GVL told apart
   GVL_EVENTS = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
+  # Rubies whose GC hooks leave allocation alone (3.2+): the GC is timed there
+  GC_EVENTS = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.2")
   STATES = ["[GVL blocked]", "[GVL wait]", "[GC marking]", "[GC sweeping]"].freeze
 
   def teardown
@@ -74,6 +76,11 @@ class StatesTest < Minitest::Test
       end
       states = by_state(data)
       gc = states["[GC marking]"] + states["[GC sweeping]"]
+      unless GC_EVENTS
+        assert_equal 0, gc, "#{mode}: the GC is not timed on this Ruby"
+        assert_match(/gc:off/, data[:states])
+        next
+      end
       assert_operator states["[GC marking]"], :>, 0, "#{mode}: #{states}"
       # the GC time of the GC.start calls (and of the few GCs the allocations caused)
       assert_operator gc, :>, 0.6 * gc_wall, "#{mode}: #{states}, #{gc_wall} ns in GC.start"
@@ -86,7 +93,8 @@ class StatesTest < Minitest::Test
   def test_every_sample_has_a_state_label_in_pprof
     data = Hakari.start(mode: :wall) { Thread.new { sleep 0.05 }.join; GC.start }
     raw = Zlib.gunzip(data.encode(:pprof))
-    %w[state running blocked gc_marking].each { |s| assert_includes raw, s }
+    %w[state running blocked].each { |s| assert_includes raw, s }
+    assert_includes raw, "gc_marking" if GC_EVENTS
     assert_match(/states=gvl:/, raw)
   end
 end

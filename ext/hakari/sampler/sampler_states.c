@@ -9,8 +9,9 @@
  * blocking call stays visible above it, and no time is counted twice.
  *
  * GC: internal GC events (a TracePoint with no Ruby-level events) run on the
- * thread that collects, holding the GVL; they add each step's time, on the
- * profile's clock, to that thread's record. GVL: where Ruby has thread event
+ * thread that collects, holding the GVL; they add each step's time (on the
+ * monotonic clock, which stands for the CPU clock in cpu mode) to that
+ * thread's record. GVL: where Ruby has thread event
  * hooks with the thread in their data (3.3+), each thread's record notes when
  * it released the GVL, asked for it back and took it; the hooks run outside
  * the GVL, the thread itself being the one writer of its record (a sequence
@@ -25,6 +26,15 @@
 
 #include <ruby/debug.h>
 #include <ruby/thread.h>
+
+#include <ruby/version.h>
+/* Before 3.2, a hook on any of the GC's internal events sent every allocation down the GC's
+ * slow path (gc.c's has_hook; 3.2 narrowed it to NEWOBJ hooks): kramdown ran 6-7 % slower
+ * with it on 3.1. There the GC is not timed. A behaviour of the GC, not an API: extconf.rb
+ * has nothing to probe, so the version says it. */
+#if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 2)
+#define HK_GC_EVENTS 1
+#endif
 
 #if defined(HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK) && defined(HAVE_RB_INTERNAL_THREAD_SPECIFIC_GET)
 #define HK_GVL_EVENTS 1 /* 3.3+: the hooks' data names the thread; a slot per thread for its record */
@@ -57,7 +67,11 @@ static void gc_hook(VALUE tpval, void *data)
     (void)data;
     if (!S.running) return;
     rb_event_flag_t ev = rb_tracearg_event_flag(rb_tracearg_from_tracepoint(tpval));
-    int64_t now = hk_clock_ns(hk_sampler_mode_clock());
+    /* The monotonic clock in both modes: a lazy sweep enters and leaves the GC thousands of
+     * times a second, and a thread's CPU clock is a system call (~1 µs here) where the
+     * monotonic one is not. The GC runs on its thread's CPU, so in cpu mode its wall time
+     * stands for its CPU time (less what the OS took from the thread meanwhile). */
+    int64_t now = hk_clock_ns(CLOCK_MONOTONIC);
     switch (ev) {
     case RUBY_INTERNAL_EVENT_GC_ENTER:
         G.thread = hk_sampler_thread_find(rb_thread_current());
@@ -233,12 +247,19 @@ int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int own, int64_
      * previous own sample is taken to be blocked (the OS's preemption of a busy thread too, which
      * a stretch under a quarter period is taken to be and is left running). */
     if (own && !t->gvl && S.cfg.mode == HK_MODE_WALL) {
-        int64_t cpu = hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-        int64_t off = t->cpu_mark >= 0 && cpu >= t->cpu_mark ? left - (cpu - t->cpu_mark) : 0;
-        t->cpu_mark = cpu;
-        if (off > S.period_ns / 4) {
-            parts[HK_STATE_BLOCKED] = off;
-            left -= off;
+        /* a thread's CPU clock is a system call (~1 µs here): read only when the sample covers
+         * more than a period and a half, the thread may then have blocked; else it ran the
+         * period, its CPU mark moves on by it */
+        if (left <= S.period_ns + S.period_ns / 2 && t->cpu_mark >= 0) {
+            t->cpu_mark += left;
+        } else {
+            int64_t cpu = hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+            int64_t off = t->cpu_mark >= 0 ? left - (cpu - t->cpu_mark) : 0;
+            t->cpu_mark = cpu;
+            if (off > S.period_ns / 4) {
+                parts[HK_STATE_BLOCKED] = off > left ? left : off;
+                left -= parts[HK_STATE_BLOCKED];
+            }
         }
     }
 #ifdef HK_GVL_EVENTS
@@ -283,7 +304,9 @@ void hk_states_start(void)
                                          gc_hook, NULL);
         rb_gc_register_mark_object(G.tracepoint);
     }
+#ifdef HK_GC_EVENTS
     rb_tracepoint_enable(G.tracepoint);
+#endif
 #ifdef HK_GVL_EVENTS
     if (S.cfg.mode != HK_MODE_WALL) return;
     if (!gvl_key_made) { /* Ruby has 8 such slots: this takes one, at the first wall-mode start */
@@ -329,12 +352,18 @@ void hk_states_forget(void)
 #endif
 }
 
+#ifdef HK_GC_EVENTS
+#define GC_HOW "gc:phases"
+#else
+#define GC_HOW "gc:off(this Ruby's GC hooks slow every allocation)"
+#endif
+
 const char *hk_states_how(void)
 {
-    if (S.cfg.mode == HK_MODE_CPU) return "gc:phases";
+    if (S.cfg.mode == HK_MODE_CPU) return GC_HOW;
 #ifdef HK_GVL_EVENTS
-    return "gvl:events gc:phases";
+    return "gvl:events " GC_HOW;
 #else
-    return "gvl:off-gvl-counts-as-blocked gc:phases";
+    return "gvl:off-gvl-counts-as-blocked " GC_HOW;
 #endif
 }
