@@ -255,7 +255,7 @@ class TraceTest < Minitest::Test
 
   # The first trace session of a process makes Ruby rewrite every loaded method for tracing
   # (milliseconds, more in a large app): start's own time, in no frame's total, not even the
-  # frames open at start. A fresh process, so that this session is its first.
+  # frames open at start. A fresh process, so that this trace is its first.
   def test_enabling_the_hooks_is_in_no_total
     script = <<~'RUBY'
       def now = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)

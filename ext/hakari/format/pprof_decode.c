@@ -7,7 +7,7 @@
  * The first walk meets every top-level byte, so framing errors surface there.
  * File ids become model ids through u64 maps (file id -> model id) and file
  * string indexes through `strmap`. Byte offsets in messages count from the
- * start of the (inflated) protobuf. Field numbers: shared/REFERENCE.md.
+ * start of the (inflated) protobuf. Field numbers: pprof_fields.h.
  */
 #include "pprof_decode.h"
 

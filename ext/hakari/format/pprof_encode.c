@@ -2,7 +2,7 @@
  *
  * Each nested message is written into a scratch buffer and then appended as
  * a length-delimited field, which keeps the writer single-pass and simple.
- * Field numbers follow profile.proto (see shared/REFERENCE.md).
+ * Field numbers follow profile.proto (pprof_fields.h).
  */
 #include "pprof_encode.h"
 

@@ -1,5 +1,6 @@
-/* pprof_fields.h — profile.proto's field numbers (shared/REFERENCE.md), for
- * the pprof encoder and decoder. Tag constants are named after the field.
+/* pprof_fields.h — the field numbers of github.com/google/pprof's
+ * proto/profile.proto, for the pprof encoder and decoder. Tag constants are
+ * named after the field.
  */
 #ifndef HK_PPROF_FIELDS_H
 #define HK_PPROF_FIELDS_H

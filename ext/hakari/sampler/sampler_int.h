@@ -231,6 +231,13 @@ static inline clockid_t hk_sampler_mode_clock(void)
  * records are never read while they change. The job never takes it. */
 extern pthread_mutex_t hk_resolve_lock;
 
+/* ctx: GVL, at start: the session's buffers, tables, walker and ring for
+ * cfg's max_depth, or the kept ones (0, or -1 out of memory: then free them). */
+int hk_sampler_tables_alloc(const hk_sampler_config *cfg);
+/* ctx: GVL, at stop: empties the tables and keeps them for the next start. */
+void hk_sampler_tables_keep(void);
+/* ctx: GVL: frees everything the tables hold and zeroes the sampler's state. */
+void hk_sampler_tables_free(void);
 /* ctx: GVL, at start. Reserves the tables' first few thousand entries (0, or -1). */
 int hk_sampler_reserve_tables(void);
 /* The bytes of the tables hk_sampler_reserve_tables reserves, as they are now. */
