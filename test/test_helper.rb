@@ -22,7 +22,8 @@ module Workloads
   # fib(22) again and again for about `seconds` of this thread's CPU, as many calls on a fast
   # Ruby (YJIT) as on a slow one. The count comes from a rate measured once, at load: a loop
   # that reads its own CPU clock between calls, as cpu mode's worker reads that same clock, draws
-  # the ticks to those reads on a busy machine: 2.4 % of the samples there for 0.4 % of the time, measured on 3.4 + YJIT.
+  # the ticks to those reads on a busy machine: 2.4 % of the samples there for 0.4 % of the
+  # time, measured on 3.4 + YJIT.
   def fib_for(seconds)
     (seconds * FIB_PER_CPU_SECOND).ceil.times { fib(22) }
   end
