@@ -49,15 +49,47 @@ class StatesTest < Minitest::Test
     [reader, writer].each(&:close)
   end
 
+  # A thread that wakes from a block and ends before any job runs on it: its time since it was
+  # last sampled waiting (by the main thread's job, every 100 ms at 10 Hz) is its end's to
+  # split, and was blocked in the read, not running unsampled.
+  def test_a_thread_that_ends_as_it_wakes_keeps_its_block_blocked
+    reader, writer = IO.pipe
+    read_ns = nil
+    data = Hakari.start(mode: :wall, frequency: 10) do
+      pipe = Thread.new do
+        t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+        reader.read(1)
+        read_ns = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) - t0
+      end
+      Workloads.spin(0.25)
+      writer.write("x")
+      pipe.join
+    end
+    reader_seq = data[:samples].find { |frames, *| frames.any? { |f| f[0] == "IO#read" } }[3]
+    mine = data[:samples].select { |*, seq| seq == reader_seq }
+    leaf = mine.each_with_object(Hash.new(0)) { |(frames, w), h| h[frames.first[0]] += w }
+    assert_in_delta read_ns, leaf["[GVL blocked]"], 5_000_000, "the read's #{read_ns} ns: #{leaf}"
+    # what it ran after the read, and what a block under a millisecond is taken to be (preemption)
+    assert_operator leaf["[unsampled]"], :<, 2_000_000, leaf.inspect
+  ensure
+    [reader, writer].each(&:close)
+  end
+
+  # One of the two workers holds the GVL all along the span the main thread joins them: that
+  # span is their running time (not their CPU clocks' 300 ms, which leave out what the OS or
+  # the hypervisor took from them), and each waits while the other runs.
   def test_two_busy_threads_wait_for_each_other
-    data = Hakari.start(mode: :wall) { Array.new(2) { Thread.new { Workloads.spin(0.15) } }.each(&:join) }
+    span = nil
+    data = Hakari.start(mode: :wall) do
+      span = Workloads.elapsed_ns { Array.new(2) { Thread.new { Workloads.spin(0.15) } }.each(&:join) }
+    end
     states = by_state(data)
-    assert_in_delta 300_000_000, states["running"], 30_000_000, states.inspect
+    assert_in_delta span, states["running"], 30_000_000, "#{span} ns joined: #{states}"
     off_gvl = states["[GVL wait]"] + states["[GVL blocked]"]
-    # the workers' waits for each other (about 150 ms together) and the join (about 300 ms)
-    assert_operator off_gvl, :>, 380_000_000, states.inspect
+    # the workers' waits for each other (about half the span each) and the join (the span)
+    assert_operator off_gvl, :>, 1.25 * span, "#{span} ns joined: #{states}"
     if GVL_EVENTS
-      assert_operator states["[GVL wait]"], :>, 100_000_000, "waits for the GVL told apart: #{states}"
+      assert_operator states["[GVL wait]"], :>, span / 3, "waits for the GVL told apart: #{span} ns joined: #{states}"
     else
       assert_equal 0, states["[GVL wait]"], "3.1 cannot tell a wait for the GVL from a block"
     end

@@ -165,7 +165,7 @@ static void take_parts(const hk_thread *t, const int64_t parts[HK_NSTATES])
  * holds it is off it: its time counts as blocked. */
 static int64_t waiting_parts(hk_thread *t, int64_t weight, int64_t now, int64_t parts[HK_NSTATES])
 {
-    int64_t running = hk_states_take(t, weight, now, 0, parts);
+    int64_t running = hk_states_take(t, weight, now, HK_SPLIT_WAITING, parts);
     if (!t->gvl && S.cfg.mode == HK_MODE_WALL) {
         parts[HK_STATE_BLOCKED] += running;
         running = 0;
@@ -204,7 +204,7 @@ HK_HOT static hk_thread *take_sample(void)
          * at it. Read after the capture: the worker wrote the tick on its own
          * core, and the line's trip here (prefetched at the start) overlaps with it. */
         int state = HK_TICK_RUNNING;
-        h->weight = hk_states_take(t, tick_weight(t, &state, &h->leaf), t->prev_clock, 1, S.parts);
+        h->weight = hk_states_take(t, tick_weight(t, &state, &h->leaf), t->prev_clock, HK_SPLIT_OWN, S.parts);
         h->state = state;
         h->seq = t->seq;
         t->spot_valid = 0; /* it ran: its next wait starts a new stack */
@@ -315,25 +315,33 @@ static void sample_waiting_threads(const hk_thread *cur, int64_t now)
 }
 
 /* A thread's time since its latest sample, at its end or at stop (now on its
- * clock): a record with no capture (HK_SAMPLE_TAIL), which the resolver puts
- * under that sample's stack with an [unsampled] leaf. Without it, the CPU a
- * thread used after its last sample would be in no profile: all of it for a
- * thread that lives less than a period. ctx: GVL. */
-static void take_thread_tail(hk_thread *t, int64_t now)
+ * clock), split by state: its running part a record with no capture
+ * (HK_SAMPLE_TAIL), which the resolver puts under that sample's stack with an
+ * [unsampled] leaf, the other states' parts after it, under that stack with
+ * their leaves (a thread that read a pipe until it ended was blocked in the
+ * read, not running unsampled). Without it, the time a thread used after its
+ * last sample would be in no profile: all of it for a thread that lives less
+ * than a period. own: the thread itself, at its end; else another thread,
+ * waiting at stop. ctx: GVL. */
+static void take_thread_tail(hk_thread *t, int64_t now, int own)
 {
     if (t->prev_clock < 0 || now < 0) return;
     int64_t weight = now - t->prev_clock;
     t->prev_clock = now;
     if (weight <= 0) return;
-    uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS);
-    if (!at) {
-        S.dropped_count++;
-        return;
-    }
     if (!t->seq) t->seq = ++S.nseq;
-    *(sample_head *)at = (sample_head){.seq = t->seq, .state = HK_SAMPLE_TAIL, .weight = weight};
-    if (!S.cfg.aggregate) ((sample_head *)at)->time_ns = hk_clock_ns(CLOCK_REALTIME);
-    hk_ring_commit(&S.ring, HEAD_WORDS);
+    int64_t running = own ? hk_states_take(t, weight, now, HK_SPLIT_OWN_END, S.parts) : waiting_parts(t, weight, now, S.parts);
+    if (running > 0) {
+        uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS);
+        if (!at) {
+            S.dropped_count++;
+            return;
+        }
+        *(sample_head *)at = (sample_head){.seq = t->seq, .state = HK_SAMPLE_TAIL, .weight = running};
+        if (!S.cfg.aggregate) ((sample_head *)at)->time_ns = hk_clock_ns(CLOCK_REALTIME);
+        hk_ring_commit(&S.ring, HEAD_WORDS);
+    }
+    take_parts(t, S.parts);
 }
 
 /* At stop, the other threads' time since their latest samples: their CPU in
@@ -351,7 +359,7 @@ static void take_other_threads_tails(const hk_thread *cur)
          * after start, a wake-up) is left out: under a hundredth of a period is noise */
         if (S.cfg.mode == HK_MODE_CPU && !t->seq && t->prev_clock >= 0 && now - t->prev_clock < S.period_ns / 100)
             continue;
-        take_thread_tail(t, now);
+        take_thread_tail(t, now, 0);
     }
 }
 
@@ -370,7 +378,7 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
     int64_t now = hk_clock_ns(hk_sampler_mode_clock());
     if (ev & RUBY_EVENT_THREAD_END) {
         if (!t) return;
-        take_thread_tail(t, now);
+        take_thread_tail(t, now, 1);
         if (S.cfg.mode == HK_MODE_CPU) hk_sampler_native_accounted(hk_gettid(), now);
         hk_cpu_clock_thread_end(t->tid);
         /* its time is all taken: its native thread (and so its CPU clock) may go on to run another */
@@ -585,14 +593,27 @@ static void fill_stats(hk_sampler_stats *st)
     fill_stats_since_clear(st, &totals);
 }
 
+/* As stop begins: the calling thread's time since its last sample, split by
+ * state (hk_states_take) while the states are still kept; the running part is
+ * returned. Read before stop's own work, so that it is in no total. */
+static int64_t own_tail(hk_thread *t, int64_t parts[HK_NSTATES])
+{
+    memset(parts, 0, HK_NSTATES * sizeof(*parts));
+    if (!t || t->prev_clock < 0) return 0;
+    int64_t now = hk_clock_ns(t->has_clock ? t->clock : hk_sampler_mode_clock());
+    if (now <= t->prev_clock) return 0;
+    return hk_states_take(t, now - t->prev_clock, now, HK_SPLIT_OWN_END, parts);
+}
+
 hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
 {
     if (!S.running) return NULL;
     /* the program's time ends here: joining the worker and resolving are hakari's */
-    int64_t tail = hk_sampler_tail_weight();
+    hk_thread *cur = hk_sampler_thread_find(rb_thread_current());
+    int64_t tail_parts[HK_NSTATES];
+    int64_t tail = own_tail(cur, tail_parts);
     S.stop_mono_ns = hk_clock_ns(CLOCK_MONOTONIC); /* where the duration ends, with the tail */
     /* and the other threads' time up to here, where they wait */
-    const hk_thread *cur = hk_sampler_thread_find(rb_thread_current());
     if (S.cfg.mode == HK_MODE_WALL && S.nthreads > 1) sample_waiting_threads(cur, S.stop_mono_ns);
     take_other_threads_tails(cur);
     S.running = 0;
@@ -605,7 +626,7 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
      * the tail, which comes after every sample (not under the lock: naming
      * hakari's own frames allocates, and the GC's mark takes the lock) */
     hk_resolve_rest();
-    hk_sampler_take_tail_sample(tail);
+    hk_sampler_take_tail_sample(tail, tail_parts);
     fill_stats(stats);
     hk_profile *p = hk_sampler_build_profile(&S, stats);
     hk_sampler_tables_keep();

@@ -247,11 +247,10 @@ void hk_resolve_on_worker(long budget_ns);
 /* ctx: GVL, with (_locked) or without the resolve lock: resolves what the ring holds. */
 void hk_resolve_rest_locked(void);
 void hk_resolve_rest(void);
-/* ctx: GVL, as stop begins: the calling thread's time since its last sample (0: none),
- * read before stop's own work so that it is in no total. */
-int64_t hk_sampler_tail_weight(void);
-/* ctx: GVL, at stop, after the last sample is resolved: records that weight (hk_sampler_tail_weight). */
-void hk_sampler_take_tail_sample(int64_t weight);
+/* ctx: GVL, at stop, after the last sample is resolved: the calling thread's time since its
+ * last sample (read as stop began, so that stop's own work is in no total), its running part
+ * and the parts it spent in other states (hk_states_take), under the caller's stack. */
+void hk_sampler_take_tail_sample(int64_t running, const int64_t parts[HK_NSTATES]);
 
 /* ---- sampler_threads.c (all with the GVL) ------------------------------------- */
 
@@ -280,10 +279,14 @@ void hk_states_forget(void);
 /* ctx: GVL. A new thread record: its state totals start now; running: it is the thread that
  * holds the GVL (the others are taken to be off it until their hooks say otherwise). */
 void hk_states_thread(hk_thread *t, int running);
+/* Whose time hk_states_take splits: a thread sampled where it waits, by another thread's job;
+ * the job's own thread, at a tick; a thread's own time up to its end or to stop. */
+enum { HK_SPLIT_WAITING, HK_SPLIT_OWN, HK_SPLIT_OWN_END };
 /* ctx: GVL. Splits a sample's weight, t's time up to `to` on the profile's clock: the parts
- * spent in other states go to parts[state]; returns the running part. own: the sample is the
- * job's on t itself (where Ruby has no GVL events, its time off CPU is taken to be blocked). */
-int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int own, int64_t parts[HK_NSTATES]);
+ * spent in other states go to parts[state]; returns the running part. Where Ruby has no GVL
+ * events, a thread's own time off CPU is taken to be blocked (HK_SPLIT_OWN: read when the
+ * sample is long enough to hold a block; HK_SPLIT_OWN_END: always). */
+int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int64_t parts[HK_NSTATES]);
 /* wall mode: when a thread that started while profiling began (monotonic ns), or -1 */
 int64_t hk_states_born(VALUE thread);
 /* the thread's GVL state now (HK_STATE_RUNNING where it has no record) */

@@ -206,6 +206,28 @@ drop:
     S.unresolved_count++;
 }
 
+/* The leaf alone, under thread seq: the time of a thread that had no sample
+ * (its end, or stop, came first). -1: out of memory. */
+static int64_t leaf_alone(uint32_t seq, VALUE leaf_frame)
+{
+    uint32_t key[2] = {seq, frame_location(leaf_frame, 0)};
+    return key[1] ? hk_intern_seq(&S.stacks, key, 2) : -1;
+}
+
+/* The stack `base` with a synthetic leaf on top, built in the key buffer (the
+ * next sample resolves in full). -1: out of memory. */
+static int64_t leaf_on(uint32_t base, VALUE leaf_frame)
+{
+    uint32_t leaf = frame_location(leaf_frame, 0), n = 0;
+    const uint32_t *key = hk_intern_get(&S.stacks, base, &n);
+    if (!leaf || !key) return -1;
+    uint32_t *buf = S.key_buf;
+    S.key_n = 0; /* the key buffer no longer holds the latest sample's key */
+    memmove(buf, key, n * sizeof(*buf));
+    buf[n++] = leaf;
+    return hk_intern_seq(&S.stacks, buf, n);
+}
+
 /* The stack `base` of thread seq with the leaf of `state` on top: interned
  * once for each (thread, base, state), then found by index. -1: out of memory. */
 static int64_t state_stack(uint32_t seq, uint32_t base, int state)
@@ -223,14 +245,7 @@ static int64_t state_stack(uint32_t seq, uint32_t base, int state)
         cache[0] = base + 1;
     }
     if (cache[state]) return cache[state] - 1;
-    uint32_t leaf = frame_location(HK_FRAME_STATE(state), 0), n = 0;
-    const uint32_t *key = hk_intern_get(&S.stacks, base, &n);
-    if (!leaf || !key) return -1;
-    uint32_t *buf = S.key_buf;
-    S.key_n = 0; /* the key buffer no longer holds the latest sample's key */
-    memmove(buf, key, n * sizeof(*buf));
-    buf[n++] = leaf;
-    int64_t stack = hk_intern_seq(&S.stacks, buf, n);
+    int64_t stack = leaf_on(base, HK_FRAME_STATE(state));
     if (stack >= 0) cache[state] = (uint32_t)stack + 1;
     return stack;
 }
@@ -245,10 +260,10 @@ static void resolve_again(const sample_head *h, const uint64_t *pair)
         uint32_t seq = (uint32_t)pair[2 * k];
         int state = (int)(pair[2 * k] >> 32);
         uint32_t *tick_stack = tick_stack_of(seq);
-        int64_t stack = !tick_stack || !*tick_stack   ? -1
-                        : state == HK_STATE_RUNNING   ? (int64_t)*tick_stack - 1
-                        : state < HK_NSTATES          ? state_stack(seq, *tick_stack - 1, state)
-                                                      : -1;
+        int64_t stack = !tick_stack || state < 0 || state >= HK_NSTATES ? -1
+                        : !*tick_stack ? (state == HK_STATE_RUNNING ? -1 : leaf_alone(seq, HK_FRAME_STATE(state)))
+                        : state == HK_STATE_RUNNING ? (int64_t)*tick_stack - 1
+                                                    : state_stack(seq, *tick_stack - 1, state);
         if (stack < 0 || record((uint32_t)stack, (int64_t)pair[2 * k + 1], h->time_ns) < 0) {
             S.unresolved_count++;
             continue;
@@ -264,18 +279,9 @@ static void resolve_again(const sample_head *h, const uint64_t *pair)
 static void resolve_tail(const sample_head *h)
 {
     uint32_t *tick_stack = tick_stack_of(h->seq);
-    uint32_t unsampled = frame_location(HK_FRAME_UNSAMPLED, 0);
-    if (!tick_stack || !unsampled) {
-        S.unresolved_count++;
-        return;
-    }
-    uint32_t *key = S.key_buf, n = 0;
-    S.key_n = 0; /* the key buffer no longer holds the latest sample's key */
-    const uint32_t *last = *tick_stack ? hk_intern_get(&S.stacks, *tick_stack - 1, &n) : NULL;
-    if (last) memcpy(key, last, n * sizeof(*key)); /* the thread, then the locations root first */
-    else key[n++] = h->seq;
-    key[n++] = unsampled;
-    int64_t stack = hk_intern_seq(&S.stacks, key, n);
+    int64_t stack = !tick_stack   ? -1
+                    : *tick_stack ? leaf_on(*tick_stack - 1, HK_FRAME_UNSAMPLED)
+                                  : leaf_alone(h->seq, HK_FRAME_UNSAMPLED);
     if (stack < 0 || record((uint32_t)stack, h->weight, h->time_ns) < 0) {
         S.unresolved_count++;
         return;
@@ -358,29 +364,24 @@ static int own_frames_on_top(int n)
     return skip;
 }
 
-int64_t hk_sampler_tail_weight(void)
-{
-    hk_thread *t = hk_sampler_thread_find(rb_thread_current());
-    if (!t || t->prev_clock < 0) return 0;
-    return hk_clock_ns(t->has_clock ? t->clock : hk_sampler_mode_clock()) - t->prev_clock;
-}
-
 /* At stop, the calling thread's time since its last sample has no sample to
  * carry it: if a sleep ended just before stop, that is the whole sleep (on
  * Ruby 3.1 the timer's job may have been flagged on another, sleeping thread).
- * Record it under the caller's stack with an "[unsampled]" leaf, so totals
- * stay whole without pretending to know which callee spent it. */
-void hk_sampler_take_tail_sample(int64_t weight)
+ * Its running part goes under the caller's stack with an "[unsampled]" leaf,
+ * so totals stay whole without pretending to know which callee spent it, and
+ * each other state's part (parts, from hk_states_take) under that stack with
+ * its state's leaf. */
+void hk_sampler_take_tail_sample(int64_t running, const int64_t parts[HK_NSTATES])
 {
     hk_thread *t = hk_sampler_thread_find(rb_thread_current());
-    if (!t || weight <= 0) return;
+    if (!t) return;
     int max = S.cfg.max_depth;
     /* room for hakari's own frames on top, which are left out (on Ruby 3.1
      * rb_profile_frames' `start` does not skip frames, so they are fetched) */
     int n = rb_profile_frames(0, max + 1 + HK_OWN_FRAMES, S.frame_buf, S.line_buf);
     int skip = own_frames_on_top(n);
     /* the key, root first (sampler.h): the thread, the [truncated] root when
-     * cut at max_depth like any sample, the frames, the [unsampled] leaf */
+     * cut at max_depth like any sample, the frames, then the leaf */
     int count = n - skip < max - 1 ? n - skip : max - 1;
     uint32_t *key = S.key_buf;
     S.key_n = 0; /* the key buffer no longer holds the previous sample's */
@@ -390,9 +391,13 @@ void hk_sampler_take_tail_sample(int64_t weight)
     if (n - skip + 1 > max && !(key[m++] = frame_location(HK_FRAME_TRUNCATED, 0))) return;
     for (int i = skip + count - 1; i >= skip; i--)
         if (!(key[m++] = frame_location(S.frame_buf[i], S.line_buf[i]))) return;
-    if (!(key[m++] = frame_location(HK_FRAME_UNSAMPLED, 0))) return;
-    int64_t stack = hk_intern_seq(&S.stacks, key, (uint32_t)m);
-    if (stack >= 0 && record((uint32_t)stack, weight, hk_clock_ns(CLOCK_REALTIME)) == 0) S.sample_count++;
+    for (int s = HK_STATE_RUNNING; s < HK_NSTATES; s++) {
+        int64_t weight = s == HK_STATE_RUNNING ? running : parts[s];
+        if (weight <= 0) continue;
+        if (!(key[m] = frame_location(s == HK_STATE_RUNNING ? HK_FRAME_UNSAMPLED : HK_FRAME_STATE(s), 0))) return;
+        int64_t stack = hk_intern_seq(&S.stacks, key, (uint32_t)m + 1);
+        if (stack >= 0 && record((uint32_t)stack, weight, hk_clock_ns(CLOCK_REALTIME)) == 0) S.sample_count++;
+    }
 }
 
 /* ctx: GVL, the resolve lock. What the worker left in the ring. */

@@ -238,25 +238,26 @@ int64_t hk_states_born(VALUE thread)
 
 /* ---- a sample's parts ---------------------------------------------------- */
 
-int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int own, int64_t parts[HK_NSTATES])
+int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int64_t parts[HK_NSTATES])
 {
     memset(parts, 0, HK_NSTATES * sizeof(*parts));
     int64_t left = weight > 0 ? weight : 0;
     /* Without GVL events (3.1), the job's own sample of a thread that just woke covers the
-     * stretch it was blocked in, which no other thread's sample saw: its time off CPU since its
-     * previous own sample is taken to be blocked (the OS's preemption of a busy thread too, which
-     * a stretch under a quarter period is taken to be and is left running). */
-    if (own && !t->gvl && S.cfg.mode == HK_MODE_WALL) {
-        /* a thread's CPU clock is a system call (~1 µs here): read only when the sample covers
-         * more than a period and a half, the thread may then have blocked; else it ran the
-         * period, its CPU mark moves on by it */
-        if (left <= S.period_ns + S.period_ns / 2 && t->cpu_mark >= 0) {
+     * stretch it was blocked in, which no other thread's sample saw, and so does a thread's
+     * time up to its end: its time off CPU since its previous own sample is taken to be
+     * blocked (the OS's preemption of a busy thread too, which a stretch under a quarter
+     * period, at most a millisecond, is taken to be and is left running). */
+    if (whose != HK_SPLIT_WAITING && !t->gvl && S.cfg.mode == HK_MODE_WALL) {
+        /* a thread's CPU clock is a system call (~1 µs here): at a tick, read only when the
+         * sample covers more than a period and a half, the thread may then have blocked; else
+         * it ran the period, its CPU mark moves on by it. At its end, once, it is read. */
+        if (whose == HK_SPLIT_OWN && left <= S.period_ns + S.period_ns / 2 && t->cpu_mark >= 0) {
             t->cpu_mark += left;
         } else {
             int64_t cpu = hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
             int64_t off = t->cpu_mark >= 0 ? left - (cpu - t->cpu_mark) : 0;
             t->cpu_mark = cpu;
-            if (off > S.period_ns / 4) {
+            if (off > (S.period_ns < 4000000 ? S.period_ns / 4 : 1000000)) {
                 parts[HK_STATE_BLOCKED] = off > left ? left : off;
                 left -= parts[HK_STATE_BLOCKED];
             }
