@@ -4,10 +4,12 @@
 #ifndef HK_CLOCKS_H
 #define HK_CLOCKS_H
 
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ns on clock c, or -1 when it cannot be read (the CPU clock of a thread that ended) */
 static inline int64_t hk_clock_ns(clockid_t c)
@@ -15,6 +17,22 @@ static inline int64_t hk_clock_ns(clockid_t c)
     struct timespec ts;
     if (clock_gettime(c, &ts) != 0) return -1;
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The calling thread's time spent runnable but not running (waiting on a run queue, as when the
+ * OS or the hypervisor gives its core to another), in ns: the second field of Linux's
+ * /proc/thread-self/schedstat. -1 where it cannot be read. ctx: any; three system calls. */
+static inline int64_t hk_thread_run_delay_ns(void)
+{
+    char buf[96];
+    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    unsigned long long on_cpu, delay;
+    return sscanf(buf, "%llu %llu", &on_cpu, &delay) == 2 ? (int64_t)delay : -1;
 }
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -73,7 +73,9 @@ typedef struct hk_thread {
     int64_t gc_mark, gc_sweep; /* on the profile's clock, added by the GC's events */
     void *gvl;                 /* its GVL record (wall mode, Rubies with thread event hooks), or NULL */
     int64_t gvl_blocked, gvl_wait; /* that record's totals at its latest sample */
-    int64_t cpu_mark;          /* wall mode without GVL events: its CPU clock at its own latest sample, or -1 */
+    /* wall mode without GVL events: at its own latest sample, its CPU clock (-1: unknown) and
+     * its time runnable but kept off a core (hk_thread_run_delay_ns; -1: unknown) */
+    int64_t cpu_mark, delay_mark;
 } hk_thread;
 
 /* A thread's leaf control frame as the worker read it at a tick (stack_walk.h):

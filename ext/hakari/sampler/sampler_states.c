@@ -195,14 +195,30 @@ int hk_states_gvl_state(const hk_thread *t)
     return HK_STATE_RUNNING;
 }
 
+/* Where Ruby tells nothing of the GVL: the calling thread t's CPU clock and run delay now, as
+ * the marks its next own time off CPU is measured from. Returns its time off CPU since the
+ * previous marks that it was not kept off a core while runnable (0 when they were unknown). */
+static int64_t mark_cpu(hk_thread *t)
+{
+    int64_t cpu = hk_clock_ns(CLOCK_THREAD_CPUTIME_ID), delay = hk_thread_run_delay_ns();
+    int64_t used = t->cpu_mark >= 0 && cpu >= 0 ? cpu - t->cpu_mark : -1;
+    int64_t kept = t->delay_mark >= 0 && delay >= 0 ? delay - t->delay_mark : 0;
+    t->cpu_mark = cpu;
+    t->delay_mark = delay;
+    return used < 0 ? -1 : used + kept;
+}
+
 void hk_states_thread(hk_thread *t, int running)
 {
     t->gc_mark = t->gc_sweep = 0;
     t->gvl = NULL;
     t->gvl_blocked = t->gvl_wait = 0;
-    t->cpu_mark = running ? hk_clock_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
+    t->cpu_mark = t->delay_mark = -1;
 #ifdef HK_GVL_EVENTS
-    if (!gvl_hook_handle) return;
+    if (!gvl_hook_handle) {
+        if (running && S.cfg.mode == HK_MODE_WALL) mark_cpu(t);
+        return;
+    }
     gvl_record *g = rb_internal_thread_specific_get(t->thread, gvl_key);
     if (!g) {
         if (!(g = calloc(1, sizeof(*g)))) return; /* its time will all be running */
@@ -221,7 +237,7 @@ void hk_states_thread(hk_thread *t, int running)
         gvl_totals(g, t->prev_clock >= 0 ? t->prev_clock : hk_clock_ns(CLOCK_MONOTONIC), &t->gvl_blocked,
                    &t->gvl_wait);
 #else
-    (void)running;
+    if (running && S.cfg.mode == HK_MODE_WALL) mark_cpu(t);
 #endif
 }
 
@@ -244,19 +260,19 @@ int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int6
     int64_t left = weight > 0 ? weight : 0;
     /* Without GVL events (3.1), the job's own sample of a thread that just woke covers the
      * stretch it was blocked in, which no other thread's sample saw, and so does a thread's
-     * time up to its end: its time off CPU since its previous own sample is taken to be
-     * blocked (the OS's preemption of a busy thread too, which a stretch under a quarter
-     * period, at most a millisecond, is taken to be and is left running). */
+     * time up to its end: its time since its previous own sample that it neither ran nor
+     * waited for a core (the OS's or the hypervisor's preemption of a busy thread, which holds
+     * the GVL all along) is taken to be blocked. A stretch under a quarter period, at most a
+     * millisecond, is left running: where the run delay cannot be read, it stands for it. */
     if (whose != HK_SPLIT_WAITING && !t->gvl && S.cfg.mode == HK_MODE_WALL) {
-        /* a thread's CPU clock is a system call (~1 µs here): at a tick, read only when the
+        /* the clocks are system calls (~1 µs and ~3 µs here): at a tick, read only when the
          * sample covers more than a period and a half, the thread may then have blocked; else
-         * it ran the period, its CPU mark moves on by it. At its end, once, it is read. */
+         * it ran the period, its CPU mark moves on by it. At its end, once, they are read. */
         if (whose == HK_SPLIT_OWN && left <= S.period_ns + S.period_ns / 2 && t->cpu_mark >= 0) {
             t->cpu_mark += left;
         } else {
-            int64_t cpu = hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-            int64_t off = t->cpu_mark >= 0 ? left - (cpu - t->cpu_mark) : 0;
-            t->cpu_mark = cpu;
+            int64_t on = mark_cpu(t);
+            int64_t off = on >= 0 ? left - on : 0;
             if (off > (S.period_ns < 4000000 ? S.period_ns / 4 : 1000000)) {
                 parts[HK_STATE_BLOCKED] = off > left ? left : off;
                 left -= parts[HK_STATE_BLOCKED];
