@@ -55,7 +55,22 @@ static struct {
     int64_t last[FOLLOWED];         /* its value then */
     int64_t by_process;             /* the process clock's figure at the previous look */
     int64_t total;                  /* the other threads' CPU, summed over the looks */
+    int read;                       /* this look read them */
 } F;
+
+/* The followed clocks as the look that made the latest tick read them, for a
+ * job that runs on another thread than the watched one (the GVL went to it):
+ * its weight ends at the tick, as the watched thread's does, not at the job,
+ * which may come only after a long C call that holds the GVL. Without this,
+ * the job at the end of such a call gave the call the thread's CPU since its
+ * previous sample, the code before the call's included. Written by the worker
+ * under a sequence lock, read by the job. */
+static struct {
+    _Alignas(64) volatile uint32_t seq; /* odd while the worker writes */
+    int n;
+    clockid_t clock[FOLLOWED];
+    int64_t value[FOLLOWED];
+} R;
 
 /* ---- the paced worker ---------------------------------------------------- */
 
@@ -86,6 +101,7 @@ static int64_t read_others(void *ctx, int64_t watched)
     int64_t process_delta = F.by_process && by_process > F.by_process ? by_process - F.by_process : 0;
     F.by_process = by_process;
     if (__atomic_load_n(&C.unfollowed, __ATOMIC_RELAXED) > 0) return F.total += process_delta;
+    F.read = 1;
     clockid_t watched_clock = __atomic_load_n(&C.watched, __ATOMIC_RELAXED);
     for (int i = 0; i < FOLLOWED; i++) {
         clockid_t c = __atomic_load_n(&C.followed[i], __ATOMIC_RELAXED);
@@ -111,6 +127,21 @@ static void before_tick(void *ctx)
     C.hooks.before();
 }
 
+/* the followed clocks this look read (none when it did not), for the tick it makes */
+static void publish_readings(void)
+{
+    __atomic_add_fetch(&R.seq, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    int n = 0;
+    for (int i = 0; F.read && i < FOLLOWED; i++)
+        if (F.seen[i] && F.last[i] >= 0) {
+            R.clock[n] = F.seen[i];
+            R.value[n++] = F.last[i];
+        }
+    R.n = n;
+    __atomic_add_fetch(&R.seq, 1, __ATOMIC_RELEASE);
+}
+
 /* one look of the paced worker (timer.h hk_timer_pace_fn) */
 static long pace_step(void)
 {
@@ -118,9 +149,28 @@ static long pace_step(void)
     clockid_t c = __atomic_load_n(&C.watched, __ATOMIC_ACQUIRE);
     if (c != C.pacer.clock) hk_pace_watch(&C.pacer, c, __atomic_load_n(&C.watched_from, __ATOMIC_RELAXED));
     hk_pace_tick tick;
+    F.read = 0;
     long wait = hk_pace_look(&C.pacer, c, C.period_ns, &reader, &tick);
-    if (tick.due) C.hooks.tick(c, tick.at, tick.state);
+    if (tick.due) {
+        publish_readings();
+        C.hooks.tick(c, tick.at, tick.state);
+    }
     return wait;
+}
+
+int hk_cpu_clock_reading(clockid_t c, int64_t *value)
+{
+    for (;;) {
+        uint32_t s1 = __atomic_load_n(&R.seq, __ATOMIC_ACQUIRE);
+        int found = 0, n = R.n;
+        for (int i = 0; i < n && i < FOLLOWED && !found; i++)
+            if (R.clock[i] == c) {
+                *value = R.value[i];
+                found = 1;
+            }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (!(s1 & 1) && s1 == __atomic_load_n(&R.seq, __ATOMIC_RELAXED)) return found;
+    }
 }
 
 static int start_paced(char *err, size_t errlen)
@@ -262,6 +312,7 @@ int hk_cpu_clock_start(int64_t period_ns, int perf, clockid_t first, const hk_ti
     memset(C.followed, 0, sizeof(C.followed));
     C.unfollowed = 0;
     memset(&F, 0, sizeof(F));
+    R.n = 0;
     if (perf && start_perf(err, errlen) == 0) return 0;
     return start_paced(err, errlen);
 }

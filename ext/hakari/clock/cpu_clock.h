@@ -40,6 +40,10 @@ int hk_cpu_clock_start(int64_t period_ns, int perf, clockid_t first, const hk_ti
  * `from` (its latest sample's reading; -1: at the worker's next look). Cheap
  * when it does not change. */
 void hk_cpu_clock_watch(clockid_t c, int64_t from);
+/* ctx: GVL (the job). Clock c's value at the latest tick where the paced worker read it
+ * beside the watched one's (a thread it follows, read because the watched one was not running
+ * all the time): 1 and *value, or 0. */
+int hk_cpu_clock_reading(clockid_t c, int64_t *value);
 /* ctx: GVL. perf: a counter for thread tid, which began (or lives at start);
  * and its end. No-ops for the paced worker. */
 void hk_cpu_clock_thread_begin(int tid);

@@ -45,7 +45,7 @@ static rb_postponed_job_handle_t job_handle;
 
 /* Clock c at the latest tick, if the worker read that clock (and how its
  * thread was then, HK_TICK_*); else c now (cpu mode after another thread was
- * sampled). */
+ * sampled, when the worker did not read c beside the clock it watched). */
 HK_HOT static int64_t clock_at_tick(clockid_t c_want, int *state, hk_leaf *leaf)
 {
     uint32_t s1 = __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE);
@@ -60,6 +60,7 @@ HK_HOT static int64_t clock_at_tick(clockid_t c_want, int *state, hk_leaf *leaf)
         *leaf = l;
         return v;
     }
+    if (S.cfg.mode == HK_MODE_CPU && hk_cpu_clock_reading(c_want, &v)) return v;
     return hk_clock_ns(c_want);
 }
 
