@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "weakref"
 
 # Wall mode and threads that are not running. A thread blocked in a call (sleep, join, a queue)
 # or waiting for the GVL spends its time where it waits; at each tick the thread running the
@@ -120,6 +121,26 @@ class WallThreadsTest < Minitest::Test
     mine = data[:samples].find { |frames, *| frames.any? { |f| f[0] == "Hakari.start" } }[3]
     assert_in_delta data[:duration_ns], lived[mine], 1_000_000, "the main thread's time is whole: #{lived} #{data.counters}"
     lived.each { |seq, ns| assert_operator ns, :<=, data[:duration_ns], "thread #{seq}" }
+  end
+
+  # A thread that ends leaves the sampler's tables: a program that starts thread after thread
+  # must not have every Thread it ever ran (with its thread-local variables) kept alive by the
+  # profile until stop. Threads still alive at stop keep their time, and the ended ones theirs.
+  def test_ended_threads_are_not_kept_alive_by_the_profile
+    require "objspace"
+    %i[wall cpu].each do |mode|
+      refs = []
+      ended = nil
+      data = Hakari.start(mode: mode) do
+        50.times { Array.new(4) { Thread.new { Thread.current[:big] = "x" * 100_000; Workloads.spin(0.0005) } }.each { |t| refs << WeakRef.new(t); t.join } }
+        GC.start
+        GC.start
+        ended = refs.count(&:weakref_alive?)
+        Workloads.spin(0.01)
+      end
+      assert_operator ended, :<, 20, "#{mode}: of 200 ended threads, #{ended} still alive inside the profile"
+      assert_operator data[:thread_count], :>=, 150, "#{mode}: the ended threads were sampled"
+    end
   end
 
   # cpu mode: a waiting thread uses no CPU and gets no sample where it waits. What it used after

@@ -385,6 +385,8 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
         /* its time is all taken: its native thread (and so its CPU clock) may go on to run another */
         t->prev_clock = -1;
         t->tid = 0;
+        hk_states_thread_end(t);
+        hk_sampler_thread_retire(t);
         return;
     }
     int tid = hk_gettid();
@@ -668,7 +670,7 @@ void hk_sampler_mark(void)
     /* a frame with several lines is marked once per line: cheaper than a set */
     for (size_t i = 0; i < S.nlocs; i++)
         if (!SPECIAL_CONST_P(S.locs[i].frame)) rb_gc_mark(S.locs[i].frame);
-    for (size_t i = 0; i < S.nthreads; i++) rb_gc_mark(S.threads[i].thread);
+    hk_sampler_threads_mark();
     uint64_t cursor;
     size_t words;
     for (const uint64_t *rec = hk_ring_first(&S.ring, &cursor, &words); rec;

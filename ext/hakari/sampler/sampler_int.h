@@ -123,6 +123,9 @@ typedef struct hk_sampler {
     hk_u64_map thread_ids;
     hk_thread *threads; size_t nthreads, threads_cap;
     uint32_t nseq;        /* threads that have been sampled */
+    /* wall mode: Thread objects of threads that ended, marked until the worker can no longer be
+     * flagging them (sampler_threads.c hk_sampler_thread_retire): until trigger_count reaches `until` */
+    struct hk_retired { VALUE thread; uint64_t until; } *retired; size_t nretired, retired_cap;
     size_t last_thread;   /* index of the previous sample's thread (checked before use) */
     uint64_t sampling_count, dropped_count;
     uint64_t sampling_time, capture_time; /* in cost_clock units: TSC ticks or ns */
@@ -262,6 +265,10 @@ hk_thread *hk_sampler_thread_find(VALUE th);
 hk_thread *hk_sampler_thread_add(VALUE th, int64_t prev_clock);
 /* the thread's VM struct is known (t->vm_thread): the worker may flag it (sampler.c flag_threads) */
 void hk_sampler_thread_flaggable(const hk_thread *t);
+/* at its end, its tail taken: the thread's record leaves the tables (t is then another's, or none) */
+void hk_sampler_thread_retire(hk_thread *t);
+/* ctx: GC mark phase. The Thread objects of ended threads the worker may still flag. */
+void hk_sampler_threads_mark(void);
 /* at start: a record (and a baseline clock) for every live thread */
 void hk_sampler_threads_start(void);
 /* cpu mode, once its clock runs: each live thread's counter (HAKARI_CPU_CLOCK=perf) */
@@ -281,6 +288,8 @@ void hk_states_forget(void);
 /* ctx: GVL. A new thread record: its state totals start now; running: it is the thread that
  * holds the GVL (the others are taken to be off it until their hooks say otherwise). */
 void hk_states_thread(hk_thread *t, int running);
+/* ctx: GVL, on the thread itself, at its end (its tail taken): its state record goes. */
+void hk_states_thread_end(hk_thread *t);
 /* Whose time hk_states_take splits: a thread sampled where it waits, by another thread's job;
  * the job's own thread, at a tick; a thread's own time up to its end or to stop. */
 enum { HK_SPLIT_WAITING, HK_SPLIT_OWN, HK_SPLIT_OWN_END };

@@ -21,6 +21,7 @@
  */
 #include "sampler_int.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,27 +103,42 @@ static void gc_hook(VALUE tpval, void *data)
 #ifdef HK_GVL_EVENTS
 /* A thread's GVL record: its state and when it began, and the time of its
  * finished stretches off the GVL and waiting for it. Stable in memory (the
- * hooks reach it through the thread's slot), freed at stop. */
+ * hooks reach it through the thread's slot), freed at the thread's end or at
+ * stop. */
 typedef struct gvl_record {
-    volatile uint32_t seq; /* odd while the thread's hook writes */
+    volatile uint32_t seq; /* odd while a hook writes (the thread's own, or one that readies it) */
     int state;             /* HK_STATE_RUNNING, _BLOCKED or _WAIT */
     int64_t since;         /* monotonic ns it entered the state */
     int64_t blocked, wait; /* finished stretches, summed */
     int64_t born;          /* a thread started while profiling: when (its wait for its first GVL counts), else -1 */
-    struct gvl_record *next;
+    struct gvl_record *prev, *next;
 } gvl_record;
 
 static rb_internal_thread_specific_key_t gvl_key;
 static int gvl_key_made;
 static rb_internal_thread_event_hook_t *gvl_hook_handle;
+/* every record, for stop to free: added with the GVL or (a thread that starts) without it */
 static gvl_record *gvl_records;
+static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* every record, for stop to free: pushed with the GVL or (a thread that starts) without it */
 static void push_record(gvl_record *g)
 {
-    gvl_record *head = __atomic_load_n(&gvl_records, __ATOMIC_RELAXED);
-    do g->next = head;
-    while (!__atomic_compare_exchange_n(&gvl_records, &head, g, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    pthread_mutex_lock(&records_lock);
+    g->prev = NULL;
+    g->next = gvl_records;
+    if (gvl_records) gvl_records->prev = g;
+    gvl_records = g;
+    pthread_mutex_unlock(&records_lock);
+}
+
+static void free_record(gvl_record *g)
+{
+    pthread_mutex_lock(&records_lock);
+    if (g->prev) g->prev->next = g->next;
+    else gvl_records = g->next;
+    if (g->next) g->next->prev = g->prev;
+    pthread_mutex_unlock(&records_lock);
+    free(g);
 }
 
 /* A thread that starts while profiling waits for the GVL before its first Ruby code, which is
@@ -238,6 +254,22 @@ void hk_states_thread(hk_thread *t, int running)
                    &t->gvl_wait);
 #else
     if (running && S.cfg.mode == HK_MODE_WALL) mark_cpu(t);
+#endif
+}
+
+/* A thread's hooks after its end run on itself, or on a thread that readies
+ * it while it waits (never while it runs this): once its slot is clear, none
+ * finds the record. */
+void hk_states_thread_end(hk_thread *t)
+{
+#ifdef HK_GVL_EVENTS
+    gvl_record *g = t->gvl;
+    t->gvl = NULL;
+    if (!g || !gvl_hook_handle) return;
+    rb_internal_thread_specific_set(t->thread, gvl_key, NULL);
+    free_record(g);
+#else
+    (void)t;
 #endif
 }
 
@@ -366,6 +398,7 @@ void hk_states_forget(void)
     if (gvl_hook_handle) rb_internal_thread_remove_event_hook(gvl_hook_handle);
     gvl_hook_handle = NULL;
     gvl_records = NULL; /* the parent's memory, copied: left as it is */
+    pthread_mutex_init(&records_lock, NULL); /* another thread may have held it at the fork */
 #endif
 }
 

@@ -20,6 +20,7 @@ void hk_sampler_tables_free(void)
     free(S.agg_rows);
     free(S.raw);
     free(S.threads);
+    free(S.retired);
     free(S.frame_buf);
     free(S.line_buf);
     free(S.key_buf);
@@ -57,6 +58,8 @@ void hk_sampler_tables_keep(void)
     S.key_buf = old.key_buf;
     S.threads = old.threads;
     S.threads_cap = old.threads_cap;
+    S.retired = old.retired; /* the worker is gone: none is flagged any more */
+    S.retired_cap = old.retired_cap;
     S.thread_ids = old.thread_ids;
     hk_u64_map_clear(&S.thread_ids);
     S.frame_locs = old.frame_locs;
