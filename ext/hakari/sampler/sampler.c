@@ -315,6 +315,21 @@ static void sample_waiting_threads(const hk_thread *cur, int64_t now)
     }
 }
 
+/* A record with no capture of thread seq's running time after its latest
+ * sample (HK_SAMPLE_TAIL). 0, or -1 when the ring is full (counted). */
+static int record_tail(uint32_t seq, int64_t weight)
+{
+    uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS);
+    if (!at) {
+        S.dropped_count++;
+        return -1;
+    }
+    *(sample_head *)at = (sample_head){.seq = seq, .state = HK_SAMPLE_TAIL, .weight = weight};
+    if (!S.cfg.aggregate) ((sample_head *)at)->time_ns = hk_clock_ns(CLOCK_REALTIME);
+    hk_ring_commit(&S.ring, HEAD_WORDS);
+    return 0;
+}
+
 /* A thread's time since its latest sample, at its end or at stop (now on its
  * clock), split by state: its running part a record with no capture
  * (HK_SAMPLE_TAIL), which the resolver puts under that sample's stack with an
@@ -332,17 +347,20 @@ static void take_thread_tail(hk_thread *t, int64_t now, int own)
     if (weight <= 0) return;
     if (!t->seq) t->seq = ++S.nseq;
     int64_t running = own ? hk_states_take(t, weight, now, HK_SPLIT_OWN_END, S.parts) : waiting_parts(t, weight, now, S.parts);
-    if (running > 0) {
-        uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS);
-        if (!at) {
-            S.dropped_count++;
-            return;
-        }
-        *(sample_head *)at = (sample_head){.seq = t->seq, .state = HK_SAMPLE_TAIL, .weight = running};
-        if (!S.cfg.aggregate) ((sample_head *)at)->time_ns = hk_clock_ns(CLOCK_REALTIME);
-        hk_ring_commit(&S.ring, HEAD_WORDS);
-    }
+    if (running > 0 && record_tail(t->seq, running) < 0) return;
     take_parts(t, S.parts);
+}
+
+/* cpu mode: the teardowns of threads that ended, measured since the last
+ * call (sampler_threads.c), as tails of those threads. ctx: GVL. */
+static void take_exits(void)
+{
+    uint32_t seqs[32];
+    int64_t ns[32];
+    uint64_t lost = 0;
+    for (size_t n; (n = hk_sampler_exits_take(seqs, ns, 32, &lost)) > 0;)
+        for (size_t i = 0; i < n; i++) record_tail(seqs[i], ns[i]);
+    S.dropped_count += lost;
 }
 
 /* At stop, the other threads' time since their latest samples: their CPU in
@@ -374,13 +392,18 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
 {
     (void)data, (void)self, (void)mid, (void)klass;
     if (!S.running) return;
+    if (S.cfg.mode == HK_MODE_CPU) take_exits();
     VALUE th = rb_thread_current();
     hk_thread *t = hk_sampler_thread_find(th);
     int64_t now = hk_clock_ns(hk_sampler_mode_clock());
     if (ev & RUBY_EVENT_THREAD_END) {
         if (!t) return;
         take_thread_tail(t, now, 1);
-        if (S.cfg.mode == HK_MODE_CPU) hk_sampler_native_accounted(hk_gettid(), now);
+        if (S.cfg.mode == HK_MODE_CPU) {
+            hk_sampler_native_accounted(hk_gettid(), now);
+            if (!t->seq) t->seq = ++S.nseq;
+            hk_sampler_thread_exiting(t->seq, now);
+        }
         hk_cpu_clock_thread_end(t->tid);
         /* its time is all taken: its native thread (and so its CPU clock) may go on to run another */
         t->prev_clock = -1;
@@ -513,6 +536,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.start_tsc = hk_tsc();
     memset(&S.cleared, 0, sizeof(S.cleared));
     hk_states_start();
+    hk_sampler_exits_start();
     hk_sampler_threads_start();
     VALUE cur = rb_thread_current();
     for (size_t i = 0; i < S.nthreads; i++) hk_states_thread(&S.threads[i], S.threads[i].thread == cur);
@@ -623,6 +647,8 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
     rb_remove_event_hook(thread_hook);
     thread_hook_added = 0;
     hk_states_stop();
+    hk_sampler_exits_stop();
+    take_exits();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_stop();
     else hk_timer_stop();
     /* the worker is gone: what it did not resolve is resolved here, before
@@ -706,6 +732,7 @@ static void atfork_child(void)
     if (!S.running) return;
     S.running = 0;
     hk_states_forget();
+    hk_sampler_exits_forget();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_forget();
     else hk_timer_forget();
 }

@@ -269,6 +269,16 @@ void hk_sampler_thread_flaggable(const hk_thread *t);
 void hk_sampler_thread_retire(hk_thread *t);
 /* ctx: GC mark phase. The Thread objects of ended threads the worker may still flag. */
 void hk_sampler_threads_mark(void);
+/* cpu mode: a thread's teardown after its end (sampler_threads.c). At start and stop the hook
+ * that measures it (a no-op where Ruby has no thread event hooks; forget: in a forked child);
+ * at a thread's end, on it, its sequence number and CPU clock; and, with the GVL, the
+ * teardowns measured since: up to max of them into seqs and ns (lost: those the list had no
+ * room for are added); returns how many. */
+void hk_sampler_exits_start(void);
+void hk_sampler_exits_stop(void);
+void hk_sampler_exits_forget(void);
+void hk_sampler_thread_exiting(uint32_t seq, int64_t cpu);
+size_t hk_sampler_exits_take(uint32_t *seqs, int64_t *ns, size_t max, uint64_t *lost);
 /* at start: a record (and a baseline clock) for every live thread */
 void hk_sampler_threads_start(void);
 /* cpu mode, once its clock runs: each live thread's counter (HAKARI_CPU_CLOCK=perf) */
