@@ -243,6 +243,24 @@ class ApiTest < Minitest::Test
     per_thread.each_value { |ns| assert_operator ns, :<=, data[:duration_ns] }
   end
 
+  # cpu mode: the samples hold the process's CPU up to the stop call, less the worker's, and
+  # never more. What no Ruby thread's samples hold (a thread's last steps after it ends, where
+  # no hook measures them) is one [native threads] sample under thread 0, when over a period.
+  def test_cpu_mode_holds_the_process_cpu_and_never_more
+    data = Hakari.start(mode: :cpu) do
+      200.times { Thread.new { 2000.times { |i| i * i } }.join }
+      Workloads.spin(0.05)
+    end
+    process = data[:process_cpu_ns] - data[:timer_cpu_ns]
+    assert_operator total(data), :<=, process + 1_000_000, data.counters.inspect
+    assert_operator total(data), :>=, process - 1_000_000, data.counters.inspect
+    native = data[:samples].select { |frames, *| frames.map(&:first) == ["[native threads]"] }
+    assert_equal data[:native_cpu_ns], native.sum { _2 }
+    native.each { |*, seq| assert_equal 0, seq }
+    wall = Hakari.start(mode: :wall) { Workloads.spin(0.01) }
+    assert_equal [0, 0], [wall[:process_cpu_ns], wall[:native_cpu_ns]], "cpu mode only"
+  end
+
   def test_every_thread_is_sampled_with_its_own_sequence
     data = Hakari.start(mode: :cpu) do
       t = Thread.new { Workloads.spin(0.15) }

@@ -229,6 +229,7 @@ static VALUE profile_counters(VALUE self)
     SET(h, "thread_count", ULL2NUM(st->thread_count));
     SET(h, "unique_frames", ULL2NUM(st->unique_frames));
     SET(h, "unique_stacks", ULL2NUM(st->unique_stacks));
+    SET(h, "native_cpu_ns", ULL2NUM(st->native_cpu_ns));
     SET(h, "timer", rb_str_new_cstr(st->timer_kind ? st->timer_kind : "none"));
     SET(h, "stack_walker", rb_str_new_cstr(st->stack_walker ? st->stack_walker : "none"));
     SET(h, "states", rb_str_new_cstr(st->states ? st->states : "none"));

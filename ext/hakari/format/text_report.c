@@ -51,7 +51,8 @@ static int by_num(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* distinct values of the samples' "thread" label: 0 when none has one, -1 when out of memory */
+/* distinct values of the samples' "thread" label but 0 (no thread: the sampler's [native threads]
+ * sample): 0 when none has one, -1 when out of memory */
 static long thread_count(const hk_profile *p)
 {
     int64_t *seen = malloc((p->nsamples + 1) * sizeof(*seen));
@@ -61,7 +62,7 @@ static long thread_count(const hk_profile *p)
         const hk_label *l = hk_profile_sample_labels(p, i);
         for (uint32_t j = 0; j < p->samples[i].nlabel; j++)
             if (!l[j].str && strcmp(hk_profile_str(p, l[j].key), "thread") == 0) {
-                seen[n++] = l[j].num;
+                if (l[j].num) seen[n++] = l[j].num;
                 break;
             }
     }

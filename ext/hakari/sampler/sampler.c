@@ -537,6 +537,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     memset(&S.cleared, 0, sizeof(S.cleared));
     hk_states_start();
     hk_sampler_exits_start();
+    S.start_process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID); /* before the threads' own readings */
     hk_sampler_threads_start();
     VALUE cur = rb_thread_current();
     for (size_t i = 0; i < S.nthreads; i++) hk_states_thread(&S.threads[i], S.threads[i].thread == cur);
@@ -599,6 +600,8 @@ static void fill_totals(hk_sampler_stats *st)
     st->walk_mismatch_count = hk_stack_walk_mismatches();
     st->timer_kind = S.cfg.mode == HK_MODE_CPU ? hk_cpu_clock_kind() : hk_timer_kind();
     st->timer_cpu_ns = S.cfg.mode == HK_MODE_CPU ? hk_cpu_clock_worker_cpu_ns() : (uint64_t)hk_timer_cpu_ns();
+    if (S.cfg.mode == HK_MODE_CPU && S.process_cpu > S.start_process_cpu)
+        st->process_cpu_ns = (uint64_t)(S.process_cpu - S.start_process_cpu);
 }
 
 /* The stats of the span since start or the last clearing snapshot; totals gets those since start. */
@@ -640,6 +643,7 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
     int64_t tail_parts[HK_NSTATES];
     int64_t tail = own_tail(cur, tail_parts);
     S.stop_mono_ns = hk_clock_ns(CLOCK_MONOTONIC); /* where the duration ends, with the tail */
+    S.process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     /* and the other threads' time up to here, where they wait */
     if (S.cfg.mode == HK_MODE_WALL && S.nthreads > 1) sample_waiting_threads(cur, S.stop_mono_ns);
     take_other_threads_tails(cur);
@@ -668,6 +672,7 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
     /* building resolves names through the VM (and allocates: the GC's mark
      * takes the lock, so it is not held): neither the job nor the worker may
      * change the tables being read meanwhile */
+    S.process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     pthread_mutex_lock(&hk_resolve_lock);
     hk_resolve_rest_locked();
     S.building = 1;

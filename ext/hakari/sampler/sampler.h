@@ -45,6 +45,7 @@ typedef struct hk_sampler_config {
     X(stack_walk_time_ns, "of which capturing stacks (stack_walk.h)")                                   \
     X(resolve_time_ns, "turning captures into the profile: on the worker, and at stop")                 \
     X(timer_cpu_ns, "CPU used by the timer's worker thread")                                            \
+    X(process_cpu_ns, "cpu mode: the process's CPU up to the stop call, the worker's included")          \
     X(walk_mismatch_count, "HAKARI_STACK_WALK=verify: samples whose two walks differed")
 
 typedef struct hk_sampler_stats {
@@ -57,6 +58,9 @@ typedef struct hk_sampler_stats {
 #undef HK_COUNTER_FIELD
     uint64_t thread_count;
     uint64_t unique_frames, unique_stacks; /* set as the profile is built; stacks: (stack, thread) pairs */
+    /* cpu mode, set as the profile is built: the process's CPU that no Ruby thread's samples
+     * hold (process_cpu_ns less the worker's and the samples'), the [native threads] sample */
+    uint64_t native_cpu_ns;
     const char *timer_kind;
     const char *stack_walker; /* stack_walk.h: how the frames were read */
     const char *states;       /* how the states were told apart (sampler_states.c) */

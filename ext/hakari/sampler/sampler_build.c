@@ -115,6 +115,31 @@ static void add_comments(hk_profile *p, const hk_sampler_stats *st)
     hk_profile_add_comment(p, line);
 }
 
+/* cpu mode: the process's CPU that no Ruby thread's samples hold (its CPU up
+ * to the stop call, less the worker's and the samples' total), as one sample
+ * of a [native threads] frame under no thread (its thread label 0): the CPU
+ * of native threads that run no Ruby code (an extension's own), and of Ruby
+ * threads' last steps after they end, which no hook measured. Under a
+ * period, it is the clocks' rounding and left out. */
+static void add_native_cpu(hk_profile *p, hk_sampler_stats *st, int64_t total, hk_label *labels, size_t nlabels)
+{
+    int64_t other = (int64_t)st->process_cpu_ns - (int64_t)st->timer_cpu_ns - total;
+    st->native_cpu_ns = 0;
+    if (other < 1000000000LL / st->frequency) return;
+    st->native_cpu_ns = (uint64_t)other;
+    uint32_t func = hk_profile_function(p, hk_profile_string(p, "[native threads]"), 0,
+                                        hk_profile_string(p, "<hakari>"), 0);
+    uint32_t loc = hk_profile_location(p, func, 0);
+    int64_t values[2] = {0, other};
+    labels[0].num = 0;
+    labels[1].str = hk_profile_string(p, state_label[HK_STATE_RUNNING]);
+    labels[2].num = 0;
+    hk_profile_add_sample(p, &loc, 1, values, labels, nlabels);
+    char line[64];
+    snprintf(line, sizeof(line), "native_cpu_ns=%lld", (long long)other);
+    hk_profile_add_comment(p, line);
+}
+
 hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
 {
     hk_profile *p = hk_profile_new();
@@ -146,6 +171,7 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     /* with aggregate, a stack id is its row (sampler.h); rows never sampled are left out */
     size_t n = s->cfg.aggregate ? hk_intern_count(&s->stacks) : s->nraw;
     st->unique_stacks = 0;
+    int64_t total = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t stack, nkey;
         int64_t values[2];
@@ -190,7 +216,9 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
         VALUE leaf = nkey > 1 ? s->locs[key[nkey - 1] - 1].frame : Qnil;
         labels[1].str = state_str[HK_FRAME_STATE_P(leaf) ? FIX2LONG(leaf) : HK_STATE_RUNNING];
         hk_profile_add_sample(p, locs, nloc, values, labels, s->cfg.aggregate ? 2 : 3);
+        total += values[1];
     }
+    if (st->mode == HK_MODE_CPU) add_native_cpu(p, st, total, labels, s->cfg.aggregate ? 2 : 3);
     if (!hk_profile_ok(p)) goto fail;
     free(loc_of);
     free(locs);

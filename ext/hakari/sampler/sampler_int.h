@@ -109,6 +109,8 @@ typedef struct hk_sampler {
     hk_sampler_config cfg;
     int64_t start_mono_ns, start_real_ns;
     int64_t stop_mono_ns; /* set as stop begins: the duration ends there, not after stop's own work */
+    int64_t start_process_cpu, process_cpu; /* cpu mode: the process's CPU clock at start, and at the
+                                               stop call or the latest snapshot */
     int cost_tsc;         /* cost_clock's units are TSC ticks (below) */
     uint64_t start_tsc;
     size_t capture_room;  /* the most words one sample takes in the ring */
