@@ -267,9 +267,11 @@ class ApiTest < Minitest::Test
       Workloads.spin(0.15)
       t.join
     end
-    seqs = data[:samples].map { |s| s[3] }.uniq.sort
+    # thread 0 is the [native threads] sample (a thread's teardown costs more under the sanitizers)
+    ruby_threads = data[:samples].reject { |s| s[3].zero? }
+    seqs = ruby_threads.map { |s| s[3] }.uniq.sort
     assert_equal [1, 2], seqs
-    per_thread = data[:samples].group_by { |s| s[3] }.transform_values { |rows| rows.sum { |r| r[1] } }
+    per_thread = ruby_threads.group_by { |s| s[3] }.transform_values { |rows| rows.sum { |r| r[1] } }
     per_thread.each_value { |ns| assert_in_delta 150_000_000, ns, 40_000_000 }
     assert_equal 2, data[:thread_count]
   end
