@@ -8,6 +8,7 @@
 # samples hold at least 95 % of that CPU (docs/benchmarks.md).
 #
 #   ruby bench/cpu_total.rb                 (any lane: script/lane 3.4+yjit ruby bench/cpu_total.rb)
+#   RUBY_MN_THREADS=1 script/lane 3.4 ruby bench/cpu_total.rb   (M:N threads, Ruby 3.3 and later)
 # Env: HAKARI_BENCH_ROUNDS (runs of each scenario, default 3)
 
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
@@ -32,6 +33,11 @@ SCENARIOS = {
   "30 competing threads" => lambda do
     Array.new(30) { Thread.new { loop_work(200_000) } }.each(&:join)
   end,
+  # eight threads looping between short sleeps: under M:N threads (RUBY_MN_THREADS=1, 3.3+) they
+  # share native threads, whose CPU clocks hold several Ruby threads' CPU each
+  "8 threads, work and sleeps" => lambda do
+    Array.new(8) { Thread.new { 10.times { loop_work(30_000); sleep 0.001 } } }.each(&:join)
+  end,
   # one thread, for scale
   "one thread" => -> { loop_work(3_000_000) },
 }.freeze
@@ -43,7 +49,8 @@ def measure(work)
   [used, data[:samples].sum { |_, w| w } - data[:native_cpu_ns], data[:native_cpu_ns], data[:thread_count]]
 end
 
-printf "%s%s, cpu mode, 1000 Hz, %d rounds each\n", RUBY_DESCRIPTION, "", ROUNDS
+mn = RUBY_VERSION >= "3.3" && ENV["RUBY_MN_THREADS"].to_i.positive?
+printf "%s%s, cpu mode, 1000 Hz, %d rounds each\n", RUBY_DESCRIPTION, mn ? ", M:N threads" : "", ROUNDS
 printf "%-36s %12s %12s %12s %8s %8s %8s\n", "scenario", "program CPU", "in threads", "[native]", "share", "+native", "threads"
 SCENARIOS.each do |name, work|
   work.call # warm up: first-call costs and the JIT are not the subject

@@ -75,9 +75,26 @@ HK_HOT static int64_t weight_until(hk_thread *t, int64_t now)
     return weight;
 }
 
+/* Under M:N threads, the thread's own CPU clock at the latest tick, when the
+ * worker read the native thread it runs on (and how it was then), else now. */
+static int64_t mn_clock_at_tick(const hk_thread *t, int *state, hk_leaf *leaf)
+{
+    uint32_t s1 = __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE);
+    hk_tick k = S.tick;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    int64_t at = -1;
+    if (s1 == __atomic_load_n(&S.tick.seq, __ATOMIC_RELAXED) && !(s1 & 1) && k.value >= 0)
+        at = hk_mn_cpu_at(t->thread, k.clock, k.value);
+    if (at < 0) return hk_mn_cpu_now(t->thread);
+    *state = k.state;
+    *leaf = k.leaf;
+    return at;
+}
+
 /* the thread's weight up to the tick (the worker's reading, when it read this thread's clock) */
 HK_HOT static int64_t tick_weight(hk_thread *t, int *state, hk_leaf *leaf)
 {
+    if (S.mn) return weight_until(t, mn_clock_at_tick(t, state, leaf));
     return weight_until(t, clock_at_tick(t->clock, state, leaf));
 }
 
@@ -109,9 +126,10 @@ HK_HOT static hk_thread *current_thread(void)
      * start in wall mode when that is known, where its native thread was last accounted in cpu
      * mode; else its first sample weighs one nominal period */
     if (!t) {
-        int64_t from = S.cfg.mode == HK_MODE_WALL
-                           ? hk_states_born(th)
-                           : hk_sampler_native_baseline(hk_gettid(), hk_clock_ns(CLOCK_THREAD_CPUTIME_ID));
+        /* under M:N its clock began at its first stretch since start (sampler_mn.c) */
+        int64_t from = S.cfg.mode == HK_MODE_WALL ? hk_states_born(th)
+                       : S.mn                     ? 0
+                                                  : hk_sampler_native_baseline(hk_gettid(), hk_clock_ns(CLOCK_THREAD_CPUTIME_ID));
         if ((t = hk_sampler_thread_add(th, from))) hk_states_thread(t, 1);
     }
     if (!t) return NULL;
@@ -211,7 +229,10 @@ HK_HOT static hk_thread *take_sample(void)
         t->spot_valid = 0; /* it ran: its next wait starts a new stack */
         if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
         /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
-        if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_watch(t->clock, t->prev_clock);
+        if (S.cfg.mode == HK_MODE_CPU) {
+            if (S.mn) hk_cpu_clock_watch(hk_mn_native_clock(t->thread), -1); /* its period: from the next look */
+            else hk_cpu_clock_watch(t->clock, t->prev_clock);
+        }
         const void *slot = hk_stack_walk_leaf_slot();
         if (__atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED) != slot)
             __atomic_store_n(&S.leaf_slot, slot, __ATOMIC_RELAXED);
@@ -372,6 +393,7 @@ static void take_other_threads_tails(const hk_thread *cur)
         hk_thread *t = &S.threads[i];
         if (t == cur) continue;
         int64_t now = S.cfg.mode == HK_MODE_WALL ? S.stop_mono_ns
+                      : S.mn                    ? hk_mn_cpu_now(t->thread)
                       : t->tid > 0              ? hk_clock_ns(hk_thread_cpu_clock(t->tid))
                                                 : -1;
         /* a thread never sampled that used next to no CPU (a parked one's way into its wait
@@ -395,14 +417,16 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
     if (S.cfg.mode == HK_MODE_CPU) take_exits();
     VALUE th = rb_thread_current();
     hk_thread *t = hk_sampler_thread_find(th);
-    int64_t now = hk_clock_ns(hk_sampler_mode_clock());
+    int64_t native = hk_clock_ns(hk_sampler_mode_clock());
+    int64_t now = S.mn ? hk_mn_cpu_now(th) : native;
     if (ev & RUBY_EVENT_THREAD_END) {
         if (!t) return;
         take_thread_tail(t, now, 1);
         if (S.cfg.mode == HK_MODE_CPU) {
-            hk_sampler_native_accounted(hk_gettid(), now);
+            hk_sampler_native_accounted(hk_gettid(), native);
             if (!t->seq) t->seq = ++S.nseq;
-            hk_sampler_thread_exiting(t->seq, now);
+            hk_sampler_thread_exiting(t->seq, native);
+            hk_mn_thread_end(th);
         }
         hk_cpu_clock_thread_end(t->tid);
         /* its time is all taken: its native thread (and so its CPU clock) may go on to run another */
@@ -413,7 +437,8 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
         return;
     }
     int tid = hk_gettid();
-    if (S.cfg.mode == HK_MODE_CPU) now = hk_sampler_native_baseline(tid, now);
+    /* under M:N its clock began at its first stretch since start (sampler_mn.c) */
+    if (S.cfg.mode == HK_MODE_CPU) now = S.mn ? 0 : hk_sampler_native_baseline(tid, now);
     /* wall mode: its time began at its start, before its first wait for the GVL */
     int64_t born = S.cfg.mode == HK_MODE_WALL ? hk_states_born(th) : -1;
     if (born >= 0 && born < now) now = born;
@@ -538,6 +563,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     hk_states_start();
     hk_sampler_exits_start();
     S.start_process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID); /* before the threads' own readings */
+    S.mn = hk_mn_start();
     hk_sampler_threads_start();
     VALUE cur = rb_thread_current();
     for (size_t i = 0; i < S.nthreads; i++) hk_states_thread(&S.threads[i], S.threads[i].thread == cur);
@@ -598,7 +624,9 @@ static void fill_totals(hk_sampler_stats *st)
     st->stack_walker = hk_stack_walk_kind();
     st->states = hk_states_how();
     st->walk_mismatch_count = hk_stack_walk_mismatches();
-    st->timer_kind = S.cfg.mode == HK_MODE_CPU ? hk_cpu_clock_kind() : hk_timer_kind();
+    st->timer_kind = S.cfg.mode == HK_MODE_WALL ? hk_timer_kind()
+                     : S.mn                      ? "cpu-paced thread; M:N threads: each thread's CPU of its stretches on native threads"
+                                                 : hk_cpu_clock_kind();
     st->timer_cpu_ns = S.cfg.mode == HK_MODE_CPU ? hk_cpu_clock_worker_cpu_ns() : (uint64_t)hk_timer_cpu_ns();
     if (S.cfg.mode == HK_MODE_CPU && S.process_cpu > S.start_process_cpu)
         st->process_cpu_ns = (uint64_t)(S.process_cpu - S.start_process_cpu);
@@ -630,7 +658,8 @@ static int64_t own_tail(hk_thread *t, int64_t parts[HK_NSTATES])
 {
     memset(parts, 0, HK_NSTATES * sizeof(*parts));
     if (!t || t->prev_clock < 0) return 0;
-    int64_t now = hk_clock_ns(t->has_clock ? t->clock : hk_sampler_mode_clock());
+    int64_t now = S.cfg.mode == HK_MODE_CPU ? hk_sampler_thread_cpu(t, t->has_clock ? t->clock : CLOCK_THREAD_CPUTIME_ID)
+                                            : hk_clock_ns(CLOCK_MONOTONIC);
     if (now <= t->prev_clock) return 0;
     return hk_states_take(t, now - t->prev_clock, now, HK_SPLIT_OWN_END, parts);
 }
@@ -651,6 +680,7 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
     rb_remove_event_hook(thread_hook);
     thread_hook_added = 0;
     hk_states_stop();
+    hk_mn_stop();
     hk_sampler_exits_stop();
     take_exits();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_stop();
@@ -737,6 +767,7 @@ static void atfork_child(void)
     if (!S.running) return;
     S.running = 0;
     hk_states_forget();
+    hk_mn_forget();
     hk_sampler_exits_forget();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_forget();
     else hk_timer_forget();

@@ -125,6 +125,7 @@ typedef struct hk_sampler {
     hk_u64_map thread_ids;
     hk_thread *threads; size_t nthreads, threads_cap;
     uint32_t nseq;        /* threads that have been sampled */
+    int mn;               /* cpu mode under M:N threads: threads' CPU clocks from sampler_mn.c */
     /* wall mode: Thread objects of threads that ended, marked until the worker can no longer be
      * flagging them (sampler_threads.c hk_sampler_thread_retire): until trigger_count reaches `until` */
     struct hk_retired { VALUE thread; uint64_t until; } *retired; size_t nretired, retired_cap;
@@ -289,6 +290,28 @@ void hk_sampler_threads_clock(void);
  * accounted, for a Ruby thread that begins on it; and that it is accounted up to clock */
 int64_t hk_sampler_native_baseline(int tid, int64_t now);
 void hk_sampler_native_accounted(int tid, int64_t clock);
+
+/* ---- sampler_mn.c: cpu mode under M:N threads (3.3+, RUBY_MN_THREADS=1) ------------------- */
+
+/* ctx: GVL, at start (after the config): 1 when Ruby runs the main Ractor's threads M:N and
+ * cpu mode therefore builds each Ruby thread's CPU clock of its stretches on native threads;
+ * stop: the hook and the records go; forget: in a forked child. */
+int hk_mn_start(void);
+void hk_mn_stop(void);
+void hk_mn_forget(void);
+/* ctx: GVL. Ruby thread th's CPU clock now (ns); its clock when native clock c read v, if it
+ * was running on that native thread then (else -1); the native clock it runs on (0: none). */
+int64_t hk_mn_cpu_now(VALUE th);
+int64_t hk_mn_cpu_at(VALUE th, clockid_t c, int64_t v);
+clockid_t hk_mn_native_clock(VALUE th);
+/* ctx: GVL, at th's end (and stop): its record goes. */
+void hk_mn_thread_end(VALUE th);
+
+/* cpu mode: thread t's CPU clock now: its native thread's, or under M:N its own (sampler_mn.c) */
+static inline int64_t hk_sampler_thread_cpu(const hk_thread *t, clockid_t native)
+{
+    return S.mn ? hk_mn_cpu_now(t->thread) : hk_clock_ns(native);
+}
 
 /* ---- sampler_states.c ------------------------------------------------------------ */
 

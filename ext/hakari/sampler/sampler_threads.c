@@ -131,14 +131,16 @@ static void register_existing_threads(void)
 {
     VALUE cur = rb_thread_current();
     VALUE list = rb_funcall(rb_cThread, rb_intern("list"), 0);
-    hk_thread *t = hk_sampler_thread_add(cur, hk_clock_ns(hk_sampler_mode_clock()));
+    hk_thread *t = hk_sampler_thread_add(cur, S.mn ? hk_mn_cpu_now(cur) : hk_clock_ns(hk_sampler_mode_clock()));
     if (t) t->tid = hk_gettid();
     for (long i = 0; i < RARRAY_LEN(list); i++) {
         VALUE th = RARRAY_AREF(list, i);
         if (th == cur) continue;
         int64_t prev = S.start_mono_ns;
         int tid = native_tid(th);
-        if (S.cfg.mode == HK_MODE_CPU && other_thread_cpu_ns(tid, &prev) < 0)
+        if (S.cfg.mode == HK_MODE_CPU && S.mn)
+            prev = hk_mn_cpu_now(th); /* 0: its clock begins at its first stretch since start */
+        else if (S.cfg.mode == HK_MODE_CPU && other_thread_cpu_ns(tid, &prev) < 0)
             prev = -1; /* unknown: the first sample will weigh one nominal interval */
         t = hk_sampler_thread_add(th, prev);
         if (t) t->tid = tid;

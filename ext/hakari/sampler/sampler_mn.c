@@ -1,0 +1,243 @@
+/* sampler_mn.c — cpu mode under M:N threads: each Ruby thread's CPU clock,
+ * made of its stretches on native threads (sampler_int.h).
+ *
+ * Where Ruby runs several Ruby threads on one native thread (RUBY_MN_THREADS=1
+ * on 3.3 and later), a native thread's CPU clock holds all of theirs: read as
+ * one Ruby thread's, it gave each the CPU of every thread that shared its
+ * native thread (eight threads reported 7.9 times the CPU the process used).
+ * Here a native thread's CPU belongs to the Ruby thread that last took the
+ * GVL on it (RUBY_INTERNAL_THREAD_EVENT_RESUMED, which runs on that native
+ * thread, naming the Ruby thread), until another one does, the Ruby thread
+ * moves to another native thread, or it ends. A Ruby thread's clock is the
+ * sum of its closed stretches and its open one: read through the native
+ * clock it runs on, now or at a tick the worker read.
+ *
+ * Data: a record per Ruby thread (Ruby's thread-specific slot), a table of
+ * the native threads seen (their clocks and whose stretch each holds), all
+ * under one mutex: the hook runs without the GVL, on any native thread; the
+ * job and the thread hooks read with it. A record goes at its thread's end.
+ */
+#include "sampler_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ruby/thread.h>
+
+#include "cpu_events.h"
+
+#if defined(HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK) && defined(HAVE_RB_INTERNAL_THREAD_SPECIFIC_GET)
+#define HK_MN 1
+#endif
+
+#ifdef HK_MN
+#define NATIVE_THREADS 256 /* past that, a native thread's CPU is in no Ruby thread's clock */
+
+typedef struct mn_record {
+    int64_t acc;   /* CPU of its closed stretches (ns) */
+    int nt;        /* the native thread of its open stretch (index in nts), -1: none */
+    int64_t start; /* that native thread's clock where the stretch began */
+} mn_record;
+
+static struct {
+    int tid;           /* 0: a free entry */
+    clockid_t clock;   /* its CPU clock, readable from any thread while it lives */
+    mn_record *owner;  /* whose stretch it holds, or NULL */
+} nts[NATIVE_THREADS];
+static int nnts;
+static _Thread_local int my_nt = -1; /* this native thread's entry */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static rb_internal_thread_specific_key_t key;
+static int key_made;
+static rb_internal_thread_event_hook_t *hook;
+
+/* The table empties at start and stop. Native threads keep their entry's
+ * index in a thread-local from one profile to the next: the entry's tid,
+ * cleared here, tells them it is no longer theirs. */
+static void forget_native_threads(void)
+{
+    memset(nts, 0, sizeof(nts));
+    nnts = 0;
+    my_nt = -1;
+}
+
+/* a native thread's clock now, or -1 when it ended */
+static int64_t nt_clock(int i) { return hk_clock_ns(nts[i].clock); }
+
+/* The calling native thread's entry, registered at its first use: a free
+ * entry, or one of a native thread that ended (its clock reads no more).
+ * -1 when the table is full. Under the lock. */
+static int this_nt(void)
+{
+    if (my_nt >= 0 && nts[my_nt].tid == hk_gettid()) return my_nt;
+    int tid = hk_gettid(), at = -1;
+    for (int i = 0; i < nnts && at < 0; i++)
+        if (!nts[i].tid || (!nts[i].owner && nt_clock(i) < 0)) at = i;
+    if (at < 0 && nnts < NATIVE_THREADS) at = nnts++;
+    if (at < 0) return -1;
+    nts[at].tid = tid;
+    nts[at].clock = hk_thread_cpu_clock(tid);
+    nts[at].owner = NULL;
+    return my_nt = at;
+}
+
+/* r's open stretch ends where its native thread's clock reads now. Under the lock. */
+static void close_stretch(mn_record *r, int64_t now)
+{
+    if (r->nt < 0) return;
+    if (now > r->start) r->acc += now - r->start;
+    if (nts[r->nt].owner == r) nts[r->nt].owner = NULL;
+    r->nt = -1;
+}
+
+/* r's stretch on the calling native thread begins now (ending the one it held elsewhere, and
+ * the stretch of the thread that last ran here). Under the lock. */
+static void open_stretch(mn_record *r)
+{
+    int me = this_nt();
+    if (r->nt >= 0 && r->nt != me) close_stretch(r, nt_clock(r->nt));
+    if (me < 0 || r->nt == me) return;
+    int64_t now = hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (nts[me].owner) close_stretch(nts[me].owner, now);
+    r->nt = me;
+    r->start = now;
+    nts[me].owner = r;
+}
+
+/* th's record, made when missing (NULL: out of memory). Under the lock. */
+static mn_record *record_of(VALUE th)
+{
+    mn_record *r = rb_internal_thread_specific_get(th, key);
+    if (r || !(r = calloc(1, sizeof(*r)))) return r;
+    r->nt = -1;
+    rb_internal_thread_specific_set(th, key, r);
+    return r;
+}
+
+/* ctx: the native thread that runs the Ruby thread now taking the GVL, without it */
+static void on_resumed(rb_event_flag_t ev, const rb_internal_thread_event_data_t *data, void *user)
+{
+    (void)ev, (void)user;
+    if (!data) return;
+    pthread_mutex_lock(&lock);
+    mn_record *r = record_of(data->thread);
+    if (r) open_stretch(r);
+    pthread_mutex_unlock(&lock);
+}
+
+/* th's clock now, under the lock */
+static int64_t clock_now(const mn_record *r)
+{
+    int64_t open = 0;
+    if (r->nt >= 0) {
+        int64_t v = nt_clock(r->nt);
+        if (v > r->start) open = v - r->start;
+    }
+    return r->acc + open;
+}
+#endif
+
+int hk_mn_start(void)
+{
+#ifdef HK_MN
+    const char *mn = getenv("RUBY_MN_THREADS"); /* read by Ruby at boot, the same way */
+    if (S.cfg.mode != HK_MODE_CPU || !mn || atoi(mn) <= 0) return 0;
+    if (!key_made) { /* one of Ruby's 8 slots, at the first such start */
+        key = rb_internal_thread_specific_key_create();
+        key_made = 1;
+    }
+    forget_native_threads();
+    hook = rb_internal_thread_add_event_hook(on_resumed, RUBY_INTERNAL_THREAD_EVENT_RESUMED, NULL);
+    /* the calling thread holds the GVL: its stretch begins now */
+    pthread_mutex_lock(&lock);
+    mn_record *r = record_of(rb_thread_current());
+    if (r) open_stretch(r);
+    pthread_mutex_unlock(&lock);
+    return hook != NULL;
+#else
+    return 0;
+#endif
+}
+
+void hk_mn_stop(void)
+{
+#ifdef HK_MN
+    if (!hook) return;
+    rb_internal_thread_remove_event_hook(hook); /* no hook runs once it returns */
+    hook = NULL;
+    for (size_t i = 0; i < S.nthreads; i++) hk_mn_thread_end(S.threads[i].thread);
+    /* threads the sampler never saw keep a record each: found through the live threads */
+    VALUE list = rb_funcall(rb_cThread, rb_intern("list"), 0);
+    for (long i = 0; i < RARRAY_LEN(list); i++) hk_mn_thread_end(RARRAY_AREF(list, i));
+    forget_native_threads();
+#endif
+}
+
+void hk_mn_forget(void)
+{
+#ifdef HK_MN
+    if (hook) rb_internal_thread_remove_event_hook(hook);
+    hook = NULL;
+    forget_native_threads();
+    pthread_mutex_init(&lock, NULL); /* another thread may have held it at the fork */
+#endif
+}
+
+int64_t hk_mn_cpu_now(VALUE th)
+{
+#ifdef HK_MN
+    pthread_mutex_lock(&lock);
+    const mn_record *r = rb_internal_thread_specific_get(th, key);
+    int64_t v = r ? clock_now(r) : 0; /* no record: it has not run since start */
+    pthread_mutex_unlock(&lock);
+    return v;
+#else
+    (void)th;
+    return -1;
+#endif
+}
+
+int64_t hk_mn_cpu_at(VALUE th, clockid_t c, int64_t v)
+{
+#ifdef HK_MN
+    pthread_mutex_lock(&lock);
+    const mn_record *r = rb_internal_thread_specific_get(th, key);
+    int64_t at = r && r->nt >= 0 && nts[r->nt].clock == c && v >= r->start ? r->acc + v - r->start : -1;
+    pthread_mutex_unlock(&lock);
+    return at;
+#else
+    (void)th, (void)c, (void)v;
+    return -1;
+#endif
+}
+
+clockid_t hk_mn_native_clock(VALUE th)
+{
+#ifdef HK_MN
+    pthread_mutex_lock(&lock);
+    const mn_record *r = rb_internal_thread_specific_get(th, key);
+    clockid_t c = r && r->nt >= 0 ? nts[r->nt].clock : 0;
+    pthread_mutex_unlock(&lock);
+    return c;
+#else
+    (void)th;
+    return 0;
+#endif
+}
+
+void hk_mn_thread_end(VALUE th)
+{
+#ifdef HK_MN
+    pthread_mutex_lock(&lock);
+    mn_record *r = key_made ? rb_internal_thread_specific_get(th, key) : NULL;
+    if (r) {
+        if (r->nt >= 0 && nts[r->nt].owner == r) nts[r->nt].owner = NULL;
+        rb_internal_thread_specific_set(th, key, NULL);
+        free(r);
+    }
+    pthread_mutex_unlock(&lock);
+#else
+    (void)th;
+#endif
+}

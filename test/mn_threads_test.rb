@@ -1,0 +1,44 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "open3"
+
+# cpu mode under M:N threads (RUBY_MN_THREADS=1, Ruby 3.3 and later): several Ruby threads share a
+# native thread, whose CPU clock holds all of theirs. Each Ruby thread's CPU is its stretches on
+# native threads (sampler_mn.c). Ruby reads the variable at boot, so each case runs in a child
+# process. Where Ruby has no M:N threads (3.1) the variable changes nothing and the same must hold.
+class MNThreadsTest < Minitest::Test
+  # Eight threads, each looping between short sleeps (which hand their native thread to another
+  # Ruby thread): the profile's total against the process's CPU less hakari's worker.
+  SCRIPT = <<~'RUBY'
+    require "hakari"
+    def spin(n) = n.times { |i| i * i }
+    work = -> { Array.new(8) { Thread.new { 12.times { spin(60_000); sleep 0.001 } } }.each(&:join) }
+    work.call # the first calls (and the JIT) are not the subject
+    data = Hakari.start(mode: :cpu) { work.call }
+    total = data[:samples].sum { _2 }
+    puts [total, data[:process_cpu_ns] - data[:timer_cpu_ns], data[:samples].map { _4 }.uniq.size].join(" ")
+    puts data[:timer]
+  RUBY
+
+  def run_script(env)
+    out, err, status = Open3.capture3(env, RbConfig.ruby, "-I", ENGINE_LIB, "-e", SCRIPT)
+    assert status.success?, "the profiled program died (#{status.inspect}): #{err}"
+    numbers, timer = out.lines
+    [*numbers.split.map(&:to_i), timer.chomp]
+  end
+
+  def test_cpu_mode_counts_each_ruby_thread_once_under_mn_threads
+    [{ "RUBY_MN_THREADS" => "1" }, { "RUBY_MN_THREADS" => nil }].each do |env|
+      total, process, threads, timer = run_script(env)
+      what = "#{env}: profile #{total} ns, process #{process} ns, #{timer}"
+      # never more than the process used (each native thread's CPU was counted once per Ruby
+      # thread on it: 7.9 times), and all of it, less a period per thread at most
+      assert_operator total, :<=, process + 1_000_000, what
+      assert_operator total, :>=, 0.9 * process, what
+      assert_operator threads, :>=, 9, what
+      # the profile says how it read the threads' CPU
+      assert_equal !env["RUBY_MN_THREADS"].nil? && RUBY_VERSION >= "3.3", timer.include?("M:N"), what
+    end
+  end
+end
