@@ -46,6 +46,7 @@ static struct {
     const char *kind;
     /* written with the GVL as threads begin and end, read by the worker */
     _Alignas(64) clockid_t followed[FOLLOWED]; /* CPU clocks of live threads; 0: a free slot */
+    int64_t followed_from[FOLLOWED];  /* where each one's CPU begins to count (-1: at the first look) */
     int unfollowed;                 /* live threads without a slot: the process clock instead */
 } C = {.kind = "none"};
 
@@ -110,10 +111,16 @@ static int64_t read_others(void *ctx, int64_t watched)
             continue;
         }
         int64_t v = hk_clock_ns(c);
-        if (c != F.seen[i] || v < 0) {
-            F.seen[i] = v < 0 ? 0 : c;
-            F.last[i] = v;
+        if (v < 0) {
+            F.seen[i] = 0;
             continue;
+        }
+        if (c != F.seen[i]) {
+            /* a thread new to the slot: its CPU counts from where its time began (a short thread
+             * that started between two looks had half its run uncounted, and no tick at all) */
+            int64_t from = __atomic_load_n(&C.followed_from[i], __ATOMIC_RELAXED);
+            F.seen[i] = c;
+            F.last[i] = from >= 0 && from <= v ? from : v;
         }
         if (c != watched_clock && v > F.last[i]) F.total += v - F.last[i];
         F.last[i] = v;
@@ -222,14 +229,15 @@ static void fall_back_to_pacer(void)
 }
 
 /* the paced worker reads the thread's clock while the watched one does not run */
-static void follow(int tid)
+static void follow(int tid, int64_t from)
 {
     clockid_t c = hk_thread_cpu_clock(tid);
     for (int i = 0; i < FOLLOWED; i++)
         if (C.followed[i] == c) return;
     for (int i = 0; i < FOLLOWED; i++)
         if (!C.followed[i]) {
-            __atomic_store_n(&C.followed[i], c, __ATOMIC_RELAXED);
+            __atomic_store_n(&C.followed_from[i], from, __ATOMIC_RELAXED);
+            __atomic_store_n(&C.followed[i], c, __ATOMIC_RELEASE); /* after where it counts from */
             return;
         }
     __atomic_add_fetch(&C.unfollowed, 1, __ATOMIC_RELAXED);
@@ -246,10 +254,10 @@ static void unfollow(int tid)
     if (C.unfollowed > 0) __atomic_sub_fetch(&C.unfollowed, 1, __ATOMIC_RELAXED);
 }
 
-void hk_cpu_clock_thread_begin(int tid)
+void hk_cpu_clock_thread_begin(int tid, int64_t from)
 {
     uint32_t had;
-    if (tid > 0 && !C.perf) follow(tid);
+    if (tid > 0 && !C.perf) follow(tid, from);
     if (!C.perf || tid <= 0 || hk_u64_map_get(&C.tid_fd, (uint64_t)tid, &had)) return;
     if (C.open >= C.max_open) { fall_back_to_pacer(); return; }
     int fd = hk_cpu_event_open(tid, C.period_ns, hk_timer_signal(), hk_timer_worker_tid());
@@ -310,6 +318,7 @@ int hk_cpu_clock_start(int64_t period_ns, int perf, clockid_t first, const hk_ti
     C.replaced_cpu_ns = 0;
     hk_u64_map_clear(&C.tid_fd);
     memset(C.followed, 0, sizeof(C.followed));
+    memset(C.followed_from, 0, sizeof(C.followed_from));
     C.unfollowed = 0;
     memset(&F, 0, sizeof(F));
     R.n = 0;

@@ -44,9 +44,10 @@ void hk_cpu_clock_watch(clockid_t c, int64_t from);
  * beside the watched one's (a thread it follows, read because the watched one was not running
  * all the time): 1 and *value, or 0. */
 int hk_cpu_clock_reading(clockid_t c, int64_t *value);
-/* ctx: GVL. perf: a counter for thread tid, which began (or lives at start);
- * and its end. No-ops for the paced worker. */
-void hk_cpu_clock_thread_begin(int tid);
+/* ctx: GVL. Thread tid began (or lives at start), its CPU counting from where its clock reads
+ * `from` (-1: from the worker's first look at it): the paced worker follows it, or with perf
+ * counters it gets one; and its end. */
+void hk_cpu_clock_thread_begin(int tid, int64_t from);
 void hk_cpu_clock_thread_end(int tid);
 /* ctx: GVL. Closes every counter and stops the worker: no hook runs after it returns. */
 void hk_cpu_clock_stop(void);

@@ -85,7 +85,9 @@ long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period, const hk_pace_reader
         /* the watched thread's period moves a whole period (the rate is kept)
          * when it ran the period itself; otherwise it starts over here */
         p->base = used >= period - period / 16 && used < 2 * period ? p->base + period : cpu;
-        p->others_base = others; /* -1 when not read: taken at the next look that needs it */
+        /* the others' CPU at the tick, read now if this look did not: taken only at the next
+         * look that needs it, it left out what a thread that started meanwhile had used */
+        p->others_base = others >= 0 ? others : r->others(r->ctx, cpu);
         used = cpu >= 0 ? cpu - p->base : 0;
         used_all = used;
     }

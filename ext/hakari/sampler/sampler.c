@@ -447,7 +447,8 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
     else if (!t && (t = hk_sampler_thread_add(th, now))) hk_states_thread(t, 1);
     if (t) {
         t->tid = tid;
-        hk_cpu_clock_thread_begin(t->tid);
+        /* under M:N its clock is its own, not its native thread's, which the worker reads */
+        hk_cpu_clock_thread_begin(t->tid, S.mn ? -1 : t->prev_clock);
     }
 }
 

@@ -299,7 +299,7 @@ size_t hk_sampler_exits_take(uint32_t *seqs, int64_t *ns, size_t max, uint64_t *
 
 void hk_sampler_threads_clock(void)
 {
-    for (size_t i = 0; i < S.nthreads; i++) hk_cpu_clock_thread_begin(S.threads[i].tid);
+    for (size_t i = 0; i < S.nthreads; i++) hk_cpu_clock_thread_begin(S.threads[i].tid, S.mn ? -1 : S.threads[i].prev_clock);
 }
 
 void hk_sampler_threads_start(void)
