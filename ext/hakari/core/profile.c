@@ -157,6 +157,32 @@ int64_t hk_profile_total(const hk_profile *p, size_t vi)
     return t;
 }
 
+int hk_profile_function_sums(const hk_profile *p, size_t vi, int64_t *self, int64_t *cum)
+{
+    size_t nf = p->nfunctions;
+    size_t *stamp = calloc(nf + 1, sizeof(*stamp)); /* 1 + the last sample that counted the function */
+    if (!stamp) return -1;
+    memset(self, 0, nf * sizeof(*self));
+    memset(cum, 0, nf * sizeof(*cum));
+    for (size_t i = 0; i < p->nsamples; i++) {
+        int64_t v = hk_profile_sample_values(p, i)[vi];
+        const uint32_t *locs = hk_profile_sample_locs(p, i);
+        uint32_t nloc = p->samples[i].nloc;
+        if (nloc) {
+            uint32_t f = hk_profile_loc(p, locs[0])->function_id - 1;
+            self[f] = hk_add_sat(self[f], v);
+        }
+        for (uint32_t j = 0; j < nloc; j++) {
+            uint32_t f = hk_profile_loc(p, locs[j])->function_id - 1;
+            if (stamp[f] == i + 1) continue;
+            stamp[f] = i + 1;
+            cum[f] = hk_add_sat(cum[f], v);
+        }
+    }
+    free(stamp);
+    return 0;
+}
+
 size_t hk_profile_memsize(const hk_profile *p)
 {
     return sizeof(*p) + hk_strtab_memsize(&p->strings) + hk_intern_memsize(&p->function_index) +

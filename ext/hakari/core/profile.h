@@ -121,6 +121,11 @@ size_t hk_profile_default_value(const hk_profile *p);
 int hk_profile_find_value(const hk_profile *p, const char *type);
 /* sum over samples of value index vi */
 int64_t hk_profile_total(const hk_profile *p, size_t vi);
+/* Per function (index function id - 1), the sums of value vi over the samples
+ * where it is the leaf (self) and where it is anywhere in the stack, counted
+ * once per sample (cum: recursion never exceeds the total); both arrays hold
+ * nfunctions entries, zeroed here. 0, or -1 when out of memory. */
+int hk_profile_function_sums(const hk_profile *p, size_t vi, int64_t *self, int64_t *cum);
 size_t hk_profile_memsize(const hk_profile *p);
 
 #endif

@@ -145,27 +145,13 @@ int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
     size_t nf = p->nfunctions;
     row *flat = calloc(nf + 1, sizeof(*flat));
     row *cum = calloc(nf + 1, sizeof(*cum));
-    size_t *stamp = calloc(nf + 1, sizeof(*stamp));
-    if (!flat || !cum || !stamp) goto fail;
-    for (size_t f = 0; f < nf; f++) flat[f].func = cum[f].func = (uint32_t)f + 1;
-
-    int64_t total = 0;
-    for (size_t i = 0; i < p->nsamples; i++) {
-        int64_t v = hk_profile_sample_values(p, i)[vi];
-        const uint32_t *locs = hk_profile_sample_locs(p, i);
-        uint32_t nloc = p->samples[i].nloc;
-        total = hk_add_sat(total, v);
-        if (nloc) {
-            row *r = &flat[hk_profile_loc(p, locs[0])->function_id - 1];
-            r->value = hk_add_sat(r->value, v);
-        }
-        for (uint32_t j = 0; j < nloc; j++) {
-            uint32_t f = hk_profile_loc(p, locs[j])->function_id - 1;
-            if (stamp[f] == i + 1) continue;
-            stamp[f] = i + 1;
-            cum[f].value = hk_add_sat(cum[f].value, v);
-        }
+    int64_t *self_sum = calloc(nf + 1, sizeof(*self_sum)), *cum_sum = calloc(nf + 1, sizeof(*cum_sum));
+    if (!flat || !cum || !self_sum || !cum_sum || hk_profile_function_sums(p, vi, self_sum, cum_sum) < 0) goto fail;
+    for (size_t f = 0; f < nf; f++) {
+        flat[f] = (row){(uint32_t)f + 1, self_sum[f]};
+        cum[f] = (row){(uint32_t)f + 1, cum_sum[f]};
     }
+    int64_t total = hk_profile_total(p, vi);
 
     const char *type = hk_profile_str(p, p->sample_types[vi].type);
     hk_buf_puts(out, "Total:");
@@ -190,11 +176,13 @@ int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
 
     free(flat);
     free(cum);
-    free(stamp);
+    free(self_sum);
+    free(cum_sum);
     return hk_buf_ok(out) ? 0 : -1;
 fail:
     free(flat);
     free(cum);
-    free(stamp);
+    free(self_sum);
+    free(cum_sum);
     return -1;
 }
