@@ -11,7 +11,7 @@ Gem::Specification.new do |s|
   s.authors = ["hakari developers"]
   s.license = "MIT"
   s.required_ruby_version = ">= 3.1"
-  s.files = Dir["lib/**/*.rb", "ext/hakari/**/*.{c,h,rb}", "exe/*", "examples/*.rb", "README.md", "LICENSE"]
+  s.files = Dir["lib/**/*.rb", "ext/hakari/**/*.{c,h,rb,html}", "exe/*", "examples/*.rb", "README.md", "LICENSE"]
   s.bindir = "exe"
   s.executables = ["hakari"]
   s.extensions = ["ext/hakari/extconf.rb"]

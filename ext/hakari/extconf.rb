@@ -76,7 +76,8 @@ sources = Dir[File.join(__dir__, "*.c")] + LAYERS.flat_map { |d| Dir[File.join(_
 names = sources.map { |f| File.basename(f) }
 twice = names.tally.select { |_, n| n > 1 }.keys
 abort "hakari: sources share a base name, which one build folder cannot hold: #{twice.join(', ')}" if twice.any?
-$srcs = names
+# the flame graph's page (format/flamegraph.html) becomes a C string at build time (rule below)
+$srcs = names + ["flamegraph_html.c"]
 $VPATH.concat(LAYERS.map { |d| "$(srcdir)/#{d}" })
 $INCFLAGS << LAYERS.map { |d| " -I$(srcdir)/#{d}" }.join
 
@@ -84,4 +85,8 @@ $INCFLAGS << LAYERS.map { |d| " -I$(srcdir)/#{d}" }.join
 $CFLAGS << " -MMD -MP"
 
 create_makefile("hakari/hakari")
-File.open("Makefile", "a") { |f| f.puts "-include $(OBJS:.o=.d)" }
+File.open("Makefile", "a") do |f|
+  f.puts "-include $(OBJS:.o=.d)"
+  f.puts "flamegraph_html.c: $(srcdir)/format/flamegraph.html $(srcdir)/format/embed_html.rb"
+  f.puts "\t$(RUBY) $(srcdir)/format/embed_html.rb $(srcdir)/format/flamegraph.html $@"
+end

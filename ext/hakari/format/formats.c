@@ -10,7 +10,9 @@
 #include "dot_encode.h"
 #include "flat_report.h"
 #include "graph_report.h"
+#include "html_encode.h"
 #include "pprof_encode.h"
+#include "speedscope_encode.h"
 #include "text_report.h"
 
 /* the text report's rows: enough for a terminal, as pprof -top's default is */
@@ -30,6 +32,8 @@ const hk_format hk_formats[] = {
     {"graph", graph, "hakari.graph.txt", ".graph.txt", NULL, 1},
     {"callgrind", hk_callgrind_encode, "callgrind.out.hakari", NULL, "callgrind.out", 1},
     {"dot", hk_dot_encode, "hakari.dot", ".dot", NULL, 1},
+    {"html", hk_html_encode, "hakari.html", ".html", NULL, 1},
+    {"speedscope", hk_speedscope_encode, "hakari.speedscope.json", ".speedscope.json", NULL, 1},
 };
 const size_t hk_nformats = sizeof(hk_formats) / sizeof(hk_formats[0]);
 
