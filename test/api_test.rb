@@ -276,6 +276,24 @@ class ApiTest < Minitest::Test
     assert_equal 2, data[:thread_count]
   end
 
+  # From 3.3 on Ruby makes a thread it starts its "running" one before that thread has the GVL,
+  # and its trigger flags that waiting thread: the thread that went on with the GVL had no
+  # sample for its whole time slice (sampler_threads.c, the GVL holder)
+  def test_a_thread_that_starts_another_keeps_its_samples
+    clock = Process::CLOCK_THREAD_CPUTIME_ID
+    used = nil
+    data = Hakari.start(mode: :cpu) do
+      t = Thread.new { Workloads.spin(0.03) }
+      c0 = Process.clock_gettime(clock)
+      Workloads.fib_for(0.05)
+      used = (Process.clock_gettime(clock) - c0) * 1e9
+      t.join
+    end
+    fib = data[:samples].select { |s| s[0].any? { |f| f[0] == "Workloads.fib" } }
+    assert_in_delta used, fib.sum { |s| s[1] }, used * 0.2
+    assert_operator fib.sum { |s| s[2] }, :>=, 20, "samples at about the asked rate, not a tail at stop"
+  end
+
   # cpu mode watches the thread of the last sample; when it blocks (here in join) and another
   # thread takes the GVL, the process clock hands the watch over
   def test_cpu_mode_follows_the_gvl_to_another_thread

@@ -420,6 +420,7 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
     int64_t native = hk_clock_ns(hk_sampler_mode_clock());
     int64_t now = S.mn ? hk_mn_cpu_now(th) : native;
     if (ev & RUBY_EVENT_THREAD_END) {
+        hk_sampler_holder_ended(hk_stack_walk_thread_of(th));
         if (!t) return;
         take_thread_tail(t, now, 1);
         if (S.cfg.mode == HK_MODE_CPU) {
@@ -517,6 +518,9 @@ void hk_sampler_trigger(clockid_t c, int64_t value, int state, hk_leaf leaf)
 #else
     rb_postponed_job_register_one(0, sample_job, NULL);
 #endif
+    /* the thread Ruby's trigger flagged may not be the one that runs (sampler_threads.c) */
+    const void *holder = __atomic_load_n(&S.holder, __ATOMIC_RELAXED);
+    if (holder) hk_stack_walk_flag_jobs(holder);
     if (S.cfg.mode == HK_MODE_WALL && !__atomic_exchange_n(&S.job_ran, 0, __ATOMIC_RELAXED)) flag_threads();
 }
 
@@ -563,6 +567,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     memset(&S.cleared, 0, sizeof(S.cleared));
     hk_states_start();
     hk_sampler_exits_start();
+    hk_sampler_holder_start();
     S.start_process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID); /* before the threads' own readings */
     S.mn = hk_mn_start();
     hk_sampler_threads_start();
@@ -683,6 +688,7 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
     hk_states_stop();
     hk_mn_stop();
     hk_sampler_exits_stop();
+    hk_sampler_holder_stop();
     take_exits();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_stop();
     else hk_timer_stop();
@@ -770,6 +776,7 @@ static void atfork_child(void)
     hk_states_forget();
     hk_mn_forget();
     hk_sampler_exits_forget();
+    hk_sampler_holder_stop();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_forget();
     else hk_timer_forget();
 }

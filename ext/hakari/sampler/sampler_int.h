@@ -126,7 +126,7 @@ typedef struct hk_sampler {
     hk_thread *threads; size_t nthreads, threads_cap;
     uint32_t nseq;        /* threads that have been sampled */
     int mn;               /* cpu mode under M:N threads: threads' CPU clocks from sampler_mn.c */
-    /* wall mode: Thread objects of threads that ended, marked until the worker can no longer be
+    /* Thread objects of threads that ended, marked until the worker can no longer be
      * flagging them (sampler_threads.c hk_sampler_thread_retire): until trigger_count reaches `until` */
     struct hk_retired { VALUE thread; uint64_t until; } *retired; size_t nretired, retired_cap;
     size_t last_thread;   /* index of the previous sample's thread (checked before use) */
@@ -178,6 +178,7 @@ typedef struct hk_sampler {
      * since the previous tick (sampler.c flag_threads). Appended with the GVL
      * (hk_sampler_thread_add), read by the worker: a fixed array, never moved. */
     _Alignas(64) uint32_t nflag;
+    const void *holder; /* the VM thread that took the GVL last (sampler_threads.c), or NULL */
     const void *flag_threads[HK_FLAG_THREADS]; /* VM threads (stack_walk.h), their Thread objects marked */
 } hk_sampler;
 
@@ -282,6 +283,12 @@ void hk_sampler_exits_stop(void);
 void hk_sampler_exits_forget(void);
 void hk_sampler_thread_exiting(uint32_t seq, int64_t cpu);
 size_t hk_sampler_exits_take(uint32_t *seqs, int64_t *ns, size_t max, uint64_t *lost);
+/* The thread that holds the GVL (S.holder), for the worker to flag at a tick, where Ruby's
+ * thread hooks name it (3.3+; else S.holder stays NULL): from start (the calling thread) to
+ * stop (or a forked child's forget); ended: a thread's end, which is no longer to be flagged. */
+void hk_sampler_holder_start(void);
+void hk_sampler_holder_stop(void);
+void hk_sampler_holder_ended(const void *vm_thread);
 /* at start: a record (and a baseline clock) for every live thread */
 void hk_sampler_threads_start(void);
 /* cpu mode, once its clock runs: each live thread's counter (HAKARI_CPU_CLOCK=perf) */

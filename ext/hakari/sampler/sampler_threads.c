@@ -61,10 +61,11 @@ static void unflag(const void *vm_thread)
         }
 }
 
-/* Wall mode: a flagging of the worker's that began before the thread left
- * the array ends before the worker's next tick but one (ticks are counted
- * before each flagging), so its Thread object, and the VM struct the worker
- * writes into, stay marked until then. 0, or -1 when out of memory. */
+/* A flagging of the worker's (wall mode's flag_threads, or the GVL holder's)
+ * that began before the thread left the array ends before the worker's next
+ * tick but one (ticks are counted before each flagging), so its Thread
+ * object, and the VM struct the worker writes into, stay marked until then.
+ * 0, or -1 when out of memory. */
 static int keep_for_the_worker(VALUE thread)
 {
     uint64_t now = __atomic_load_n(&S.trigger_count, __ATOMIC_RELAXED);
@@ -86,7 +87,7 @@ static int keep_for_the_worker(VALUE thread)
 void hk_sampler_thread_retire(hk_thread *t)
 {
     size_t i = (size_t)(t - S.threads), last = S.nthreads - 1;
-    if (S.cfg.mode == HK_MODE_WALL && t->vm_thread) {
+    if (t->vm_thread) {
         if (keep_for_the_worker(t->thread) < 0) return; /* out of memory: it stays, as if alive */
         unflag(t->vm_thread);
     }
@@ -295,6 +296,54 @@ size_t hk_sampler_exits_take(uint32_t *seqs, int64_t *ns, size_t max, uint64_t *
     exits_lost = 0;
     pthread_mutex_unlock(&exits_lock);
     return n;
+}
+
+/* ---- the thread that holds the GVL -------------------------------------------
+
+ * A tick's job runs on the thread whose interrupt flag Ruby's trigger sets:
+ * the main Ractor's "running" context. From 3.3 on, a new native thread makes
+ * its Ruby thread the running one as it starts, before it has the GVL
+ * (thread_pthread.c ruby_thread_set_native): the trigger then flagged a
+ * thread that waited for the GVL while another ran on with it, unsampled,
+ * for up to its whole time slice. The 50 ms of a loop that ran beside a
+ * thread it had just started had no sample at all. Where Ruby's thread
+ * hooks name the thread, RUBY_INTERNAL_THREAD_EVENT_RESUMED says which one
+ * took the GVL, and the worker flags it as well (hk_sampler_gvl_holder). */
+
+#if defined(HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK) && defined(HAVE_RB_INTERNAL_THREAD_SPECIFIC_GET)
+static rb_internal_thread_event_hook_t *holder_hook;
+
+/* ctx: the thread that just took the GVL */
+static void on_resumed(rb_event_flag_t ev, const rb_internal_thread_event_data_t *data, void *user)
+{
+    (void)ev, (void)user;
+    if (data) __atomic_store_n(&S.holder, hk_stack_walk_thread_of(data->thread), __ATOMIC_RELAXED);
+}
+#endif
+
+void hk_sampler_holder_start(void)
+{
+#if defined(HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK) && defined(HAVE_RB_INTERNAL_THREAD_SPECIFIC_GET)
+    /* the calling thread holds the GVL now */
+    __atomic_store_n(&S.holder, hk_stack_walk_thread_of(rb_thread_current()), __ATOMIC_RELAXED);
+    holder_hook = rb_internal_thread_add_event_hook(on_resumed, RUBY_INTERNAL_THREAD_EVENT_RESUMED, NULL);
+#endif
+}
+
+void hk_sampler_holder_stop(void)
+{
+#if defined(HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK) && defined(HAVE_RB_INTERNAL_THREAD_SPECIFIC_GET)
+    /* once removed, no hook runs (Ruby removes it under the lock its calls take) */
+    if (holder_hook) rb_internal_thread_remove_event_hook(holder_hook);
+    holder_hook = NULL;
+#endif
+    __atomic_store_n(&S.holder, NULL, __ATOMIC_RELAXED);
+}
+
+void hk_sampler_holder_ended(const void *vm_thread)
+{
+    const void *was = vm_thread;
+    if (vm_thread) __atomic_compare_exchange_n(&S.holder, &was, NULL, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
 void hk_sampler_threads_clock(void)
