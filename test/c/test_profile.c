@@ -240,7 +240,7 @@ static void test_total_overflow(void)
     hk_profile_free(p);
 }
 
-/* The pools (loc_pool, values, label_pool) stay NULL until something non-empty
+/* The pools (the stacks' items, values, label_pool) stay NULL until something non-empty
  * is stored: the profile.h accessors must not add an offset to NULL (undefined
  * behaviour; clang's UBSan aborts on "applying zero offset to null pointer"). */
 static void test_accessors_on_empty_pools(void)

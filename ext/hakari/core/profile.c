@@ -21,6 +21,8 @@ hk_profile *hk_profile_new(void)
     if (hk_strtab_init(&p->strings) < 0) { free(p); return NULL; }
     hk_intern_init(&p->function_index);
     hk_intern_init(&p->location_index);
+    hk_intern_init(&p->stack_index);
+    hk_intern_init(&p->label_index);
     return p;
 }
 
@@ -30,10 +32,12 @@ void hk_profile_free(hk_profile *p)
     hk_strtab_free(&p->strings);
     hk_intern_free(&p->function_index);
     hk_intern_free(&p->location_index);
+    hk_intern_free(&p->stack_index);
+    hk_intern_free(&p->label_index);
+    free(p->label_set_off);
     free(p->functions);
     free(p->locations);
     free(p->samples);
-    free(p->loc_pool);
     free(p->values);
     free(p->label_pool);
     free(p->comments);
@@ -97,31 +101,73 @@ uint32_t hk_profile_location(hk_profile *p, uint32_t function_id, int64_t line)
     return (uint32_t)id + 1;
 }
 
+/* the offset in label_pool of the set of labels, stored once; -1 when out of memory */
+static int64_t label_set(hk_profile *p, const hk_label *labels, uint32_t nlabel)
+{
+    uint32_t key[5 * 16];
+    if (nlabel > 16) { /* a rare set of many labels is stored as it comes */
+        size_t off = p->label_len;
+        if (reserve(p, (void **)&p->label_pool, &p->label_cap, p->label_len + nlabel, sizeof(*p->label_pool)) < 0)
+            return -1;
+        memcpy(p->label_pool + off, labels, nlabel * sizeof(*labels));
+        p->label_len += nlabel;
+        return (int64_t)off;
+    }
+    for (uint32_t j = 0; j < nlabel; j++) {
+        uint64_t num = (uint64_t)labels[j].num;
+        uint32_t *k = key + 5 * j;
+        k[0] = labels[j].key, k[1] = labels[j].str, k[2] = labels[j].num_unit;
+        k[3] = (uint32_t)num, k[4] = (uint32_t)(num >> 32);
+    }
+    size_t before = hk_intern_count(&p->label_index);
+    int64_t id = hk_intern_seq(&p->label_index, key, 5 * nlabel);
+    if (id < 0) return -1;
+    if ((size_t)id < before) return p->label_set_off[id];
+    if (reserve(p, (void **)&p->label_set_off, &p->label_sets_cap, (size_t)id + 1, sizeof(*p->label_set_off)) < 0 ||
+        reserve(p, (void **)&p->label_pool, &p->label_cap, p->label_len + nlabel, sizeof(*p->label_pool)) < 0)
+        return -1;
+    memcpy(p->label_pool + p->label_len, labels, nlabel * sizeof(*labels));
+    p->label_set_off[id] = (uint32_t)p->label_len;
+    p->label_len += nlabel;
+    return p->label_set_off[id];
+}
+
+int hk_profile_reserve(hk_profile *p, size_t n)
+{
+    if (reserve(p, (void **)&p->samples, &p->samples_cap, n, sizeof(*p->samples)) < 0 ||
+        reserve(p, (void **)&p->values, &p->values_cap, n * p->nvalues, sizeof(*p->values)) < 0)
+        return -1;
+    return 0;
+}
+
 int hk_profile_add_sample(hk_profile *p, const uint32_t *locs, uint32_t nloc,
                           const int64_t *values, const hk_label *labels, uint32_t nlabel)
 {
     if (p->oom) return -1;
-    if (p->loc_len + nloc > UINT32_MAX || p->label_len + nlabel > UINT32_MAX) {
+    if (p->label_len + nlabel > UINT32_MAX) {
+        p->oom = 1;
+        return -1;
+    }
+    int64_t stack = hk_intern_seq(&p->stack_index, locs, nloc);
+    if (stack < 0) {
+        p->oom = 1;
+        return -1;
+    }
+    int64_t label_off = nlabel ? label_set(p, labels, nlabel) : 0;
+    if (label_off < 0) {
         p->oom = 1;
         return -1;
     }
     if (reserve(p, (void **)&p->samples, &p->samples_cap, p->nsamples + 1, sizeof(*p->samples)) < 0 ||
-        reserve(p, (void **)&p->loc_pool, &p->loc_cap, p->loc_len + nloc, sizeof(*p->loc_pool)) < 0 ||
         reserve(p, (void **)&p->values, &p->values_cap, (p->nsamples + 1) * p->nvalues,
-                sizeof(*p->values)) < 0 ||
-        reserve(p, (void **)&p->label_pool, &p->label_cap, p->label_len + nlabel,
-                sizeof(*p->label_pool)) < 0)
+                sizeof(*p->values)) < 0)
         return -1;
     hk_sample *s = &p->samples[p->nsamples];
-    s->loc_off = (uint32_t)p->loc_len;
+    s->stack = (uint32_t)stack;
     s->nloc = nloc;
-    s->label_off = (uint32_t)p->label_len;
+    s->label_off = (uint32_t)label_off;
     s->nlabel = nlabel;
-    if (nloc) memcpy(p->loc_pool + p->loc_len, locs, nloc * sizeof(*locs));
     if (p->nvalues) memcpy(p->values + p->nsamples * p->nvalues, values, p->nvalues * sizeof(*values));
-    if (nlabel) memcpy(p->label_pool + p->label_len, labels, nlabel * sizeof(*labels));
-    p->loc_len += nloc;
-    p->label_len += nlabel;
     p->nsamples++;
     return 0;
 }
@@ -159,27 +205,36 @@ int64_t hk_profile_total(const hk_profile *p, size_t vi)
 
 int hk_profile_function_sums(const hk_profile *p, size_t vi, int64_t *self, int64_t *cum)
 {
-    size_t nf = p->nfunctions;
-    size_t *stamp = calloc(nf + 1, sizeof(*stamp)); /* 1 + the last sample that counted the function */
-    if (!stamp) return -1;
+    size_t nf = p->nfunctions, nstacks = hk_intern_count(&p->stack_index);
+    size_t *stamp = calloc(nf + 1, sizeof(*stamp));            /* 1 + the last stack that counted it */
+    int64_t *by_stack = calloc(nstacks + 1, sizeof(*by_stack)); /* the samples' values summed per stack */
+    if (!stamp || !by_stack) {
+        free(stamp);
+        free(by_stack);
+        return -1;
+    }
     memset(self, 0, nf * sizeof(*self));
     memset(cum, 0, nf * sizeof(*cum));
-    for (size_t i = 0; i < p->nsamples; i++) {
-        int64_t v = hk_profile_sample_values(p, i)[vi];
-        const uint32_t *locs = hk_profile_sample_locs(p, i);
-        uint32_t nloc = p->samples[i].nloc;
+    /* per stack first: a million raw samples of fifty thousand stacks walk fifty thousand */
+    for (size_t i = 0; i < p->nsamples; i++)
+        by_stack[p->samples[i].stack] = hk_add_sat(by_stack[p->samples[i].stack], hk_profile_sample_values(p, i)[vi]);
+    for (size_t k = 0; k < nstacks; k++) {
+        uint32_t nloc;
+        const uint32_t *locs = hk_intern_get(&p->stack_index, (uint32_t)k, &nloc);
+        int64_t v = by_stack[k];
         if (nloc) {
             uint32_t f = hk_profile_loc(p, locs[0])->function_id - 1;
             self[f] = hk_add_sat(self[f], v);
         }
         for (uint32_t j = 0; j < nloc; j++) {
             uint32_t f = hk_profile_loc(p, locs[j])->function_id - 1;
-            if (stamp[f] == i + 1) continue;
-            stamp[f] = i + 1;
+            if (stamp[f] == k + 1) continue;
+            stamp[f] = k + 1;
             cum[f] = hk_add_sat(cum[f], v);
         }
     }
     free(stamp);
+    free(by_stack);
     return 0;
 }
 
@@ -188,6 +243,7 @@ size_t hk_profile_memsize(const hk_profile *p)
     return sizeof(*p) + hk_strtab_memsize(&p->strings) + hk_intern_memsize(&p->function_index) +
            hk_intern_memsize(&p->location_index) + p->functions_cap * sizeof(*p->functions) +
            p->locations_cap * sizeof(*p->locations) + p->samples_cap * sizeof(*p->samples) +
-           p->loc_cap * sizeof(*p->loc_pool) + p->values_cap * sizeof(*p->values) +
-           p->label_cap * sizeof(*p->label_pool) + p->comments_cap * sizeof(*p->comments);
+           hk_intern_memsize(&p->stack_index) + p->values_cap * sizeof(*p->values) +
+           p->label_cap * sizeof(*p->label_pool) + hk_intern_memsize(&p->label_index) +
+           p->label_sets_cap * sizeof(*p->label_set_off) + p->comments_cap * sizeof(*p->comments);
 }

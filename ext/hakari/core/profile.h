@@ -39,7 +39,7 @@ typedef struct hk_label {
 } hk_label;
 
 typedef struct hk_sample {
-    uint32_t loc_off, nloc;      /* into loc_pool, leaf first */
+    uint32_t stack, nloc;        /* its location ids (leaf first): stack_index's sequence `stack` */
     uint32_t label_off, nlabel;  /* into label_pool */
 } hk_sample;
 
@@ -54,9 +54,13 @@ typedef struct hk_profile {
     hk_intern_table function_index, location_index;
 
     hk_sample *samples; size_t nsamples, samples_cap;
-    uint32_t *loc_pool; size_t loc_len, loc_cap;
+    /* each distinct stack once: a million raw samples of fifty thousand stacks hold fifty
+     * thousand location lists, not a million */
+    hk_intern_table stack_index;
     int64_t *values; size_t values_cap; /* nsamples * nvalues used */
-    hk_label *label_pool; size_t label_len, label_cap;
+    hk_label *label_pool; size_t label_len, label_cap; /* each distinct label set once */
+    hk_intern_table label_index;                       /* label sets, as 5 words a label */
+    uint32_t *label_set_off; size_t label_sets_cap;    /* by label set: its offset in label_pool */
 
     int64_t time_nanos, duration_nanos;
     hk_value_type period_type;
@@ -81,9 +85,12 @@ int hk_profile_add_sample_type(hk_profile *p, const char *type, const char *unit
 uint32_t hk_profile_function(hk_profile *p, uint32_t name, uint32_t system_name,
                              uint32_t filename, int64_t start_line);
 uint32_t hk_profile_location(hk_profile *p, uint32_t function_id, int64_t line);
-/* values has nvalues entries; 0 or -1 (oom set) */
+/* values has nvalues entries; 0 or -1 (oom set). Samples of one stack share its location
+ * list, and samples of one label set share its labels. */
 int hk_profile_add_sample(hk_profile *p, const uint32_t *locs, uint32_t nloc,
                           const int64_t *values, const hk_label *labels, uint32_t nlabel);
+/* room for n samples in all, taken at once (0, or -1 with oom set) */
+int hk_profile_reserve(hk_profile *p, size_t n);
 int hk_profile_add_comment(hk_profile *p, const char *text);
 
 /* Pools stay NULL until something non-empty is stored; NULL + 0 is undefined
@@ -94,7 +101,8 @@ static inline const int64_t *hk_profile_sample_values(const hk_profile *p, size_
 }
 static inline const uint32_t *hk_profile_sample_locs(const hk_profile *p, size_t i)
 {
-    return p->loc_pool ? p->loc_pool + p->samples[i].loc_off : NULL;
+    uint32_t n;
+    return hk_intern_get(&p->stack_index, p->samples[i].stack, &n);
 }
 static inline const hk_label *hk_profile_sample_labels(const hk_profile *p, size_t i)
 {

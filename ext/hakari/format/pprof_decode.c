@@ -32,6 +32,9 @@ typedef struct field {
     size_t off;       /* byte offset of the field's key */
 } field;
 
+/* location ids below this are also kept in an array (4 MB at most) */
+#define DENSE_IDS ((uint64_t)1 << 20)
+
 typedef struct dec {
     const uint8_t *base;
     char *err;
@@ -40,6 +43,9 @@ typedef struct dec {
     uint32_t *strmap; /* file string index -> model string index */
     size_t nstrings, strmap_cap;
     hk_u64_map funcs, locs; /* file id -> model id */
+    uint32_t *loc_dense;    /* the same for location ids under DENSE_IDS, which most files use (0: none) */
+    size_t loc_dense_cap;
+    size_t nsamples;        /* the samples counted before they are read, for the room they take */
     size_t nsample;         /* index of the sample being read, for messages */
     /* one sample at a time, reused */
     uint32_t *loc_ids; size_t nloc, loc_cap;
@@ -64,8 +70,9 @@ static int fail(dec *d, const char *fmt, ...)
 static size_t at(const dec *d, const uint8_t *p) { return (size_t)(p - d->base); }
 
 /* grows *arr to hold need elements of elem bytes */
-static int grow(dec *d, void **arr, size_t *cap, size_t need, size_t elem)
+static inline int grow(dec *d, void **arr, size_t *cap, size_t need, size_t elem)
 {
+    if (need <= *cap) return 0; /* every frame of every sample comes here: most often, room */
     return hk_array_grow(arr, cap, need, elem) == 0 ? 0 : fail(d, "out of memory");
 }
 
@@ -276,6 +283,16 @@ static int visit_location(dec *d, const field *f)
     }
     model = func ? hk_profile_location(d->p, func, line) : 0;
     if (model == 0 || hk_u64_map_put(&d->locs, id, model) < 0) return fail(d, "out of memory");
+    /* a sample's every frame is looked up: by index for the small ids most files have */
+    if (id < DENSE_IDS) {
+        size_t cap = d->loc_dense_cap;
+        if (id >= cap) {
+            if (hk_array_grow((void **)&d->loc_dense, &d->loc_dense_cap, id + 1, sizeof(*d->loc_dense)) < 0)
+                return fail(d, "out of memory");
+            memset(d->loc_dense + cap, 0, (d->loc_dense_cap - cap) * sizeof(*d->loc_dense));
+        }
+        d->loc_dense[id] = model;
+    }
     return 0;
 }
 
@@ -338,8 +355,8 @@ static int visit_types(dec *d, const field *f)
 
 static int one_location(dec *d, uint64_t id)
 {
-    uint32_t model;
-    if (id == 0 || !hk_u64_map_get(&d->locs, id, &model))
+    uint32_t model = id < d->loc_dense_cap ? d->loc_dense[id] : 0;
+    if (!model && (id == 0 || !hk_u64_map_get(&d->locs, id, &model)))
         return fail(d, "sample %zu refers to location %llu, which does not exist", d->nsample,
                     (unsigned long long)id);
     if (grow(d, (void **)&d->loc_ids, &d->loc_cap, d->nloc + 1, sizeof(*d->loc_ids)) < 0) return -1;
@@ -379,8 +396,17 @@ static int label(dec *d, const field *f)
     return 0;
 }
 
+/* the samples' number, so that the model takes its room for them at once: grown by doubling,
+ * a million samples' arrays would take up to twice their size while they grow */
+static int count_samples(dec *d, const field *f)
+{
+    d->nsamples += f->num == PROFILE_SAMPLE;
+    return 0;
+}
+
 static int visit_sample(dec *d, const field *f)
 {
+    if (d->nsample == 0 && hk_profile_reserve(d->p, d->nsamples) < 0) return fail(d, "out of memory");
     if (f->num != PROFILE_SAMPLE) return 0;
     if (want(d, f, HK_PB_LEN, "sample") < 0) return -1;
     d->nloc = d->nval = d->nlabel = 0;
@@ -467,7 +493,8 @@ fail:
 
 hk_profile *hk_pprof_decode(const uint8_t *data, size_t n, char *err, size_t errlen)
 {
-    static const visit_fn walks[] = {visit_strings, visit_function, visit_location, visit_types, visit_sample};
+    static const visit_fn walks[] = {visit_strings, visit_function, visit_location, visit_types, count_samples,
+                                     visit_sample};
     dec d = {.err = err, .errlen = errlen};
     hk_buf inflated;
     hk_buf_init(&inflated);
@@ -499,6 +526,7 @@ done:
     hk_u64_map_free(&d.funcs);
     hk_u64_map_free(&d.locs);
     free(d.strmap);
+    free(d.loc_dense);
     free(d.loc_ids);
     free(d.vals);
     free(d.labels);
