@@ -61,8 +61,9 @@ static void test_threads_and_nodes(void)
     hk_buf_init(&b);
     CHECK_INT(hk_html_encode(p, &b), 0);
     const char *d = data_of(&b);
-    CHECK_MSG(strstr(d, "\"thread 1\",\"thread 2\"],\"files\":[\"a.rb:1\",\"b.rb:2\",\"a.rb:3\",\"\",\"\"]"), "%.400s", d);
-    CHECK_MSG(strstr(d, "\"kinds\":[0,0,0,2,2]"), "%.400s", d);
+    CHECK_MSG(strstr(d, "\"thread 1\",\"thread 2\",\"[smaller frames]\"],\"files\":[\"a.rb:1\",\"b.rb:2\",\"a.rb:3\",\"\",\"\",\"\"]"),
+              "%.400s", d);
+    CHECK_MSG(strstr(d, "\"kinds\":[0,0,0,2,2,1]"), "%.400s", d);
     /* depth first, in microseconds: root, thread 1 (name 3), main, hostile (3000 µs); thread 2 (4 nodes
      * after the root), main, work (1000) */
     CHECK_MSG(strstr(d, "\"nodes\":[0,0,0,1,3,0,1,0,0,1,1,3000,4,4,0,1,0,0,1,2,1000]"), "%.600s", d);
@@ -83,6 +84,45 @@ static void test_the_diff_page_carries_the_base(void)
     hk_buf_free(&b);
     hk_profile_free(base);
     hk_profile_free(new);
+}
+
+/* 150 000 stacks main > fN, fN taking N + 1 ns: past the page's budget of 100 000 nodes, the
+ * smallest fold into one "[smaller frames]" node under main, and the total stays whole */
+static void test_a_huge_tree_folds_its_smallest_frames(void)
+{
+    hk_profile *p = hk_profile_new();
+    hk_profile_add_sample_type(p, "cpu", "count");
+    uint32_t main = hk_profile_location(p, hk_profile_function(p, hk_profile_string(p, "main"), 0, 0, 0), 1);
+    int64_t sum = 0;
+    for (int i = 0; i < 150000; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "f%d", i);
+        uint32_t stack[] = {hk_profile_location(p, hk_profile_function(p, hk_profile_string(p, name), 0, 0, 0), 1), main};
+        int64_t v = i + 1;
+        sum += v;
+        hk_profile_add_sample(p, stack, 2, &v, NULL, 0);
+    }
+    hk_buf b;
+    hk_buf_init(&b);
+    CHECK_INT(hk_html_encode(p, &b), 0);
+    const char *d = data_of(&b), *nodes = strstr(d, "\"nodes\":[");
+    CHECK(nodes);
+    long n = 1, total = 0, folded = -1;
+    for (const char *c = nodes + 9; *c != ']'; c++) n += *c == ',';
+    CHECK_MSG(n / 3 <= 100001, "%ld nodes", n / 3);
+    /* every node's self value summed: the third of each triple */
+    const char *c = nodes + 9;
+    for (long k = 0; k < n / 3; k++) {
+        long dist, name, self;
+        CHECK(sscanf(c, "%ld,%ld,%ld", &dist, &name, &self) == 3);
+        total += self;
+        if (name == 150001) folded = self; /* after the 150 000 functions and main */
+        for (int commas = 0; commas < 3 && *c != ']'; c++) commas += *c == ',';
+    }
+    CHECK_INT(total, sum);
+    CHECK_MSG(folded > 0, "a [smaller frames] node holds the folded ones");
+    hk_buf_free(&b);
+    hk_profile_free(p);
 }
 
 static void test_under_failed_allocation(void)
@@ -113,6 +153,7 @@ int main(void)
     RUN(test_hostile_names_stay_inside_their_string);
     RUN(test_threads_and_nodes);
     RUN(test_the_diff_page_carries_the_base);
+    RUN(test_a_huge_tree_folds_its_smallest_frames);
     RUN(test_under_failed_allocation);
     return check_done();
 }

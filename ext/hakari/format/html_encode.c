@@ -155,6 +155,7 @@ static void write_data(hk_buf *out, const hk_profile *p, const hk_profile *np, c
         hk_json_str(out, hk_profile_str(np, np->functions[f].name));
     }
     for (long k = 0; k < nthreads; k++) hk_buf_printf(out, "%s\"thread %" PRId64 "\"", nf || k ? "," : "", threads[k]);
+    hk_buf_puts(out, nf || nthreads ? ",\"[smaller frames]\"" : "\"[smaller frames]\""); /* prune's */
     hk_buf_puts(out, "],\"files\":[");
     for (size_t f = 0; f < nf; f++) {
         if (f) hk_buf_putc(out, ',');
@@ -164,11 +165,11 @@ static void write_data(hk_buf *out, const hk_profile *p, const hk_profile *np, c
         if (np->functions[f].start_line > 0) hk_buf_printf(out, ":%" PRId64, np->functions[f].start_line);
         hk_buf_putc(out, '"');
     }
-    for (long k = 0; k < nthreads; k++) hk_buf_puts(out, nf || k ? ",\"\"" : "\"\"");
+    for (long k = 0; k <= nthreads; k++) hk_buf_puts(out, nf || k ? ",\"\"" : "\"\"");
     hk_buf_puts(out, "],\"kinds\":[");
-    for (size_t f = 0; f < nf + (size_t)nthreads; f++) {
+    for (size_t f = 0; f <= nf + (size_t)nthreads; f++) {
         if (f) hk_buf_putc(out, ',');
-        hk_buf_putc(out, f < nf ? '0' : '2'); /* 2: a thread */
+        hk_buf_putc(out, f < nf ? '0' : f < nf + (size_t)nthreads ? '2' : '1'); /* 2: a thread; 1: folded frames */
     }
     for (size_t k = 0; k < t->n; k++) pos[order[k]] = (uint32_t)k;
     for (int which = 0; which < 1 + diff; which++) {
@@ -207,10 +208,67 @@ static int add_samples(tree *t, const hk_profile *p, const uint32_t *name_of, co
     return 0;
 }
 
+/* A page holds at most this many nodes: about 1.5 MB, drawn in well under a second. */
+#define NODE_BUDGET 100000
+
+static int by_value_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* Past the budget, the smallest subtrees (by the profile's totals) fold into one node per
+ * parent named `small`, holding their totals (a diff's base too): their frames would be
+ * under a pixel wide, and a profile of many thousand stacks would make a page of tens of
+ * megabytes that a browser takes seconds to open. 0, or -1 when out of memory. */
+static int prune(tree *t, uint32_t small)
+{
+    if (t->n <= NODE_BUDGET) return 0;
+    int rc = -1;
+    int64_t *total[2] = {malloc(t->n * sizeof(int64_t)), malloc(t->n * sizeof(int64_t))}, *sorted = NULL;
+    uint32_t *to = malloc(t->n * sizeof(*to));
+    tree u = {0};
+    hk_u64_map_init(&u.index);
+    if (!total[0] || !total[1] || !to || !(sorted = malloc(t->n * sizeof(*sorted)))) goto done;
+    for (int k = 0; k < 2; k++) memcpy(total[k], t->self[k], t->n * sizeof(int64_t));
+    for (size_t i = t->n; i-- > 1;) /* children come after their parents */
+        for (int k = 0; k < 2; k++) total[k][t->parent[i]] = hk_add_sat(total[k][t->parent[i]], total[k][i]);
+    memcpy(sorted, total[0], t->n * sizeof(int64_t));
+    qsort(sorted, t->n, sizeof(*sorted), by_value_desc);
+    int64_t least = sorted[NODE_BUDGET - 1];
+    if (node_new(&u, 0, 0) != 0) goto done;
+    to[0] = 0;
+    for (size_t i = 1; i < t->n; i++) {
+        uint32_t up = to[t->parent[i]];
+        if (up == UINT32_MAX) { /* a folded subtree: counted with its root */
+            to[i] = UINT32_MAX;
+            continue;
+        }
+        int keep = total[0][i] > least || (total[0][i] == least && i < NODE_BUDGET);
+        uint32_t node = child(&u, up, keep ? t->name[i] : small);
+        if (node == UINT32_MAX) goto done;
+        for (int k = 0; k < 2; k++)
+            u.self[k][node] = hk_add_sat(u.self[k][node], keep ? t->self[k][i] : total[k][i]);
+        to[i] = keep ? node : UINT32_MAX;
+    }
+    tree_free(t);
+    *t = u;
+    u = (tree){0};
+    rc = 0;
+done:
+    tree_free(&u);
+    free(total[0]);
+    free(total[1]);
+    free(sorted);
+    free(to);
+    return rc;
+}
+
 /* the page around the data: flamegraph.html with DATA filled in */
 static int write_page(hk_buf *out, const hk_profile *p, const hk_profile *np, tree *t, const int64_t *threads,
                       long nthreads, int diff)
 {
+    if (prune(t, (uint32_t)(np->nfunctions + (size_t)nthreads)) < 0) return -1;
     uint32_t *order = malloc((t->n + 1) * sizeof(*order)), *pos = malloc((t->n + 1) * sizeof(*pos));
     int rc = -1;
     if (order && pos && depth_first(t, order) == 0) {

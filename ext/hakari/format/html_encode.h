@@ -8,7 +8,9 @@
  * under a node per thread when several threads' samples carry a "thread"
  * label), in depth-first order, each node its distance to its parent, its
  * name's index and its self value (microseconds where the unit is
- * nanoseconds); the names, their files, and whether each is a thread.
+ * nanoseconds); the names, their files, and whether each is a thread. Past
+ * 100 000 nodes the smallest subtrees fold into a "[smaller frames]" node per
+ * parent, which keeps a page of many thousand stacks near 1.5 MB.
  * ctx: core, pure.
  */
 #ifndef HK_HTML_ENCODE_H
