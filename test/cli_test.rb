@@ -380,15 +380,15 @@ class CLITest < Minitest::Test
     %w[record -f 100000] => /invalid frequency "100000"/,
     %w[exec -f x] => /invalid frequency "x"/,
     ["record", "-f", " 100"] => /invalid frequency " 100"/,
-    %w[record --format bogus] => /unknown format "bogus" \(expected pprof, collapsed, text, flat, graph, callgrind or dot\)/,
+    %w[record --format bogus] => /unknown format "bogus" \(expected pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope\)/,
     %w[record --bogus] => /unknown option "--bogus"/,
     %w[stat -p] => /unknown option "-p" for stat/,
     %w[record -o /nonexistent-hakari/x.pb.gz] => %r{cannot write profile to "/nonexistent-hakari/x.pb.gz": directory /nonexistent-hakari does not exist},
     %w[record -o .] => /cannot write profile to ".": it is a directory/,
     # /proc says it is writable to root, yet takes no new file: tried, not guessed
     %w[record -o /proc/hakari-x.pb.gz] => %r{cannot write profile to "/proc/hakari-x.pb.gz": no file can be created in /proc},
-    %w[frobnicate] => /unknown command "frobnicate" \(expected record, stat, exec or help\)/,
-    %w[help report] => /no help for "report" \(expected record, stat or exec, or nothing for all\)/,
+    %w[frobnicate] => /unknown command "frobnicate" \(expected record, stat, exec, report, diff, annotate or help\)/,
+    %w[help bogus] => /no help for "bogus" \(expected record, stat, exec, report, annotate, diff, or nothing for all\)/,
   }.freeze
 
   def test_bad_input_is_one_line_exit_2_and_runs_nothing

@@ -10,10 +10,16 @@
 
 #include "buf.h"
 #include "calltree.h"
+#include "diff_report.h"
 #include "formats.h"
+#include "html_encode.h"
+#include "line_table.h"
+#include "pprof_decode.h"
 #include "profile.h"
+#include "profile_select.h"
 #include "sampler.h"
 #include "stack_walk.h"
+#include "text_report.h"
 #include "tracer.h"
 
 static VALUE mHakari, mNative, cProfile;
@@ -26,6 +32,7 @@ static ID id_cpu, id_wall, id_allocations, id_trace;
 typedef struct profile_obj {
     hk_profile *p;
     int traced;          /* which of the two stats below applies */
+    int read;            /* read from a file (Native.read): neither applies */
     hk_sampler_stats st;
     hk_tracer_stats ts;
 } profile_obj;
@@ -90,6 +97,41 @@ static VALUE profile_encode(VALUE self, VALUE format)
 }
 
 static VALUE pstr(const hk_profile *p, uint32_t idx);
+static int int_in(VALUE v, long lo, long hi, long *out);
+
+/* Profile#line_table -> [[file, line, self, cum], ...]: the default value per source line
+ * (line_table.h), for `hakari annotate` */
+static VALUE profile_line_table(VALUE self)
+{
+    profile_obj *o = profile_get(self);
+    size_t n;
+    hk_line_row *rows;
+    if (hk_line_table(o->p, hk_profile_default_value(o->p), &rows, &n) < 0)
+        rb_raise(rb_eNoMemError, "hakari: out of memory while summing the lines");
+    VALUE out = rb_ary_new_capa((long)n);
+    for (size_t i = 0; i < n; i++)
+        rb_ary_push(out, rb_ary_new_from_args(4, pstr(o->p, rows[i].file), LL2NUM(rows[i].line), LL2NUM(rows[i].self),
+                                              LL2NUM(rows[i].cum)));
+    free(rows);
+    return out;
+}
+
+/* Profile#text_report(top_n) -> String: the text format with top_n rows per table */
+static VALUE profile_text_report(VALUE self, VALUE top_n)
+{
+    profile_obj *o = profile_get(self);
+    long n;
+    if (!int_in(top_n, 1, INT32_MAX, &n)) rb_raise(rb_eArgError, "invalid top %+" PRIsVALUE " (expected 1 or more)", top_n);
+    hk_buf b;
+    hk_buf_init(&b);
+    if (o->p->nvalues && hk_text_report(o->p, hk_profile_default_value(o->p), (size_t)n, &b) < 0) {
+        hk_buf_free(&b);
+        rb_raise(rb_eNoMemError, "hakari: out of memory while writing the report");
+    }
+    VALUE s = rb_utf8_str_new((const char *)b.data, (long)b.len);
+    hk_buf_free(&b);
+    return s;
+}
 
 /* Profile#methods -> Array of Hash, one per method: name, file, line, calls, self, wait, child,
  * total (recursion-safe), recursive, callers/callees ({name => calls}); by total, descending */
@@ -192,7 +234,44 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
 static VALUE profile_samples(VALUE self)
 {
     profile_obj *o = profile_get(self);
-    return samples_ary(o->p, o->traced || o->st.aggregate);
+    return samples_ary(o->p, o->traced || o->read || o->st.aggregate);
+}
+
+/* A profile read from a file: what its header says (its counters, for a
+ * file of hakari's, are in its comments). */
+static VALUE read_counters(const hk_profile *p)
+{
+    VALUE h = rb_hash_new(), types = rb_ary_new(), comments = rb_ary_new();
+    size_t vi = hk_profile_default_value(p);
+    SET(h, "mode", p->nvalues ? ID2SYM(rb_intern(hk_profile_str(p, p->sample_types[vi].type))) : Qnil);
+    for (size_t i = 0; i < p->nvalues; i++)
+        rb_ary_push(types, rb_ary_new_from_args(2, pstr(p, p->sample_types[i].type), pstr(p, p->sample_types[i].unit)));
+    SET(h, "sample_types", types);
+    SET(h, "start_time_ns", LL2NUM(p->time_nanos));
+    SET(h, "duration_ns", LL2NUM(p->duration_nanos));
+    SET(h, "period", LL2NUM(p->period));
+    SET(h, "sample_count", ULL2NUM(p->nsamples));
+    for (size_t i = 0; i < p->ncomments; i++) rb_ary_push(comments, pstr(p, p->comments[i]));
+    SET(h, "comments", comments);
+    return h;
+}
+
+/* Profile#select(focus, ignore, thread, lines) -> Profile: the samples a report asks for
+ * (profile_select.h); focus and ignore are POSIX extended regular expressions or nil */
+static VALUE profile_select(VALUE self, VALUE focus, VALUE ignore, VALUE thread, VALUE lines)
+{
+    profile_obj *o = profile_get(self);
+    long t = -1;
+    if (!NIL_P(thread) && !int_in(thread, 0, INT32_MAX, &t))
+        rb_raise(rb_eArgError, "invalid thread %+" PRIsVALUE " (expected a thread number, 0 or more)", thread);
+    hk_select sel = {NIL_P(focus) ? NULL : StringValueCStr(focus), NIL_P(ignore) ? NULL : StringValueCStr(ignore), t,
+                     RTEST(lines)};
+    char err[256];
+    hk_profile *q = hk_profile_select(o->p, &sel, err, sizeof(err));
+    if (!q) rb_raise(strcmp(err, "out of memory") == 0 ? rb_eNoMemError : rb_eArgError, "%s", err);
+    VALUE obj = profile_wrap(q, o->traced ? NULL : &o->st, o->traced ? &o->ts : NULL);
+    ((profile_obj *)DATA_PTR(obj))->read = o->read;
+    return obj;
 }
 
 static VALUE trace_counters(const hk_tracer_stats *ts)
@@ -215,6 +294,7 @@ static VALUE trace_counters(const hk_tracer_stats *ts)
 static VALUE profile_counters(VALUE self)
 {
     profile_obj *o = profile_get(self);
+    if (o->read) return read_counters(o->p);
     if (o->traced) return trace_counters(&o->ts);
     const hk_sampler_stats *st = &o->st;
     VALUE h = rb_hash_new();
@@ -396,6 +476,94 @@ static VALUE native_format_for(VALUE mod, VALUE path)
     return ID2SYM(rb_intern(hk_format_for_path(StringValueCStr(path))->name));
 }
 
+/* Native.read(bytes) -> Profile: a pprof profile, gzipped or not, from any program; a
+ * file that is not one raises ArgumentError saying what is wrong with it */
+static VALUE native_read(VALUE mod, VALUE bytes)
+{
+    StringValue(bytes);
+    char err[256];
+    hk_profile *p = hk_pprof_decode((const uint8_t *)RSTRING_PTR(bytes), (size_t)RSTRING_LEN(bytes), err, sizeof(err));
+    RB_GC_GUARD(bytes);
+    if (!p) rb_raise(rb_eArgError, "%s", err);
+    VALUE obj = profile_wrap(p, NULL, NULL);
+    ((profile_obj *)DATA_PTR(obj))->read = 1;
+    return obj;
+}
+
+/* Native.read_file(path) -> Profile: the file's pprof profile (Native.read). Read here rather
+ * than from a Ruby String: a gzipped file is inflated and its compressed bytes freed before the
+ * decoding, which keeps a big profile's reading near twice the inflated size in memory. */
+static VALUE native_read_file(VALUE mod, VALUE path)
+{
+    FilePathValue(path);
+    const char *name = StringValueCStr(path);
+    FILE *f = fopen(name, "rb");
+    if (!f) rb_sys_fail_str(path);
+    hk_buf raw, inflated;
+    hk_buf_init(&raw);
+    hk_buf_init(&inflated);
+    uint8_t chunk[65536];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0) hk_buf_append(&raw, chunk, got);
+    int read_error = ferror(f);
+    fclose(f);
+    if (read_error) {
+        hk_buf_free(&raw);
+        rb_sys_fail_str(path);
+    }
+    char err[256] = "out of memory";
+    const hk_buf *bytes = &raw;
+    int ok = hk_buf_ok(&raw);
+    if (ok && raw.len >= 2 && raw.data[0] == 0x1f && raw.data[1] == 0x8b) {
+        ok = hk_gunzip(raw.data, raw.len, HK_PPROF_MAX_INFLATED, &inflated, err, sizeof(err)) == 0;
+        hk_buf_free(&raw);
+        bytes = &inflated;
+    }
+    hk_profile *p = ok ? hk_pprof_decode(bytes->data, bytes->len, err, sizeof(err)) : NULL;
+    hk_buf_free(&raw);
+    hk_buf_free(&inflated);
+    if (!p) rb_raise(rb_eArgError, "%s", err);
+    VALUE obj = profile_wrap(p, NULL, NULL);
+    ((profile_obj *)DATA_PTR(obj))->read = 1;
+    return obj;
+}
+
+/* Native.diff_html(base, new) -> String: the differential flame graph (html_encode.h) */
+static VALUE native_diff_html(VALUE mod, VALUE base, VALUE new)
+{
+    profile_obj *a = profile_get(base), *b = profile_get(new);
+    hk_buf out;
+    hk_buf_init(&out);
+    if (hk_html_diff_encode(a->p, b->p, &out) < 0) {
+        hk_buf_free(&out);
+        rb_raise(rb_eNoMemError, "hakari: out of memory while comparing the profiles");
+    }
+    VALUE html = rb_utf8_str_new((const char *)out.data, (long)out.len);
+    hk_buf_free(&out);
+    return html;
+}
+
+/* Native.diff(base, new, absolute, top_n) -> [String, Float]: the report of what changed
+ * between two profiles (diff_report.h) and the largest rise of a self share, in points */
+static VALUE native_diff(VALUE mod, VALUE base, VALUE new, VALUE absolute, VALUE top_n)
+{
+    profile_obj *a = profile_get(base), *b = profile_get(new);
+    long n;
+    if (!int_in(top_n, 1, INT32_MAX, &n)) rb_raise(rb_eArgError, "invalid top %+" PRIsVALUE " (expected 1 or more)", top_n);
+    hk_diff_options o = {hk_profile_default_value(a->p), hk_profile_default_value(b->p), RTEST(absolute), (size_t)n};
+    if (!a->p->nvalues || !b->p->nvalues) rb_raise(rb_eArgError, "a profile without sample types has nothing to compare");
+    hk_buf out;
+    hk_buf_init(&out);
+    double growth = 0;
+    if (hk_diff_report(a->p, b->p, &o, &out, &growth) < 0) {
+        hk_buf_free(&out);
+        rb_raise(rb_eNoMemError, "hakari: out of memory while comparing the profiles");
+    }
+    VALUE text = rb_utf8_str_new((const char *)out.data, (long)out.len);
+    hk_buf_free(&out);
+    return rb_ary_new_from_args(2, text, DBL2NUM(growth));
+}
+
 static VALUE tv_ns(struct timeval tv) { return LL2NUM((long long)tv.tv_sec * 1000000000LL + tv.tv_usec * 1000LL); }
 
 /* Native.children_rusage -> Hash: getrusage(RUSAGE_CHILDREN), for `hakari stat` */
@@ -445,6 +613,10 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_module_function(mNative, "children_rusage", native_children_rusage, 0);
     rb_define_module_function(mNative, "formats", native_formats, 0);
     rb_define_module_function(mNative, "format_for", native_format_for, 1);
+    rb_define_module_function(mNative, "read", native_read, 1);
+    rb_define_module_function(mNative, "read_file", native_read_file, 1);
+    rb_define_module_function(mNative, "diff", native_diff, 4);
+    rb_define_module_function(mNative, "diff_html", native_diff_html, 2);
     rb_define_const(mNative, "MIN_FREQUENCY", INT2NUM(HK_MIN_FREQUENCY));
     rb_define_const(mNative, "MAX_FREQUENCY", INT2NUM(HK_MAX_FREQUENCY));
 
@@ -454,6 +626,9 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_method(cProfile, "counters", profile_counters, 0);
     rb_define_method(cProfile, "samples", profile_samples, 0);
     rb_define_method(cProfile, "methods_table", profile_methods, 0);
+    rb_define_method(cProfile, "select", profile_select, 4);
+    rb_define_method(cProfile, "text_report", profile_text_report, 1);
+    rb_define_method(cProfile, "line_table", profile_line_table, 0);
 
     /* the GC calls dmark only when the data pointer is non-NULL: point it at anything */
     static int root_data;

@@ -5,6 +5,7 @@ require_relative "cli/options"
 require_relative "cli/runner"
 require_relative "cli/stat_printer"
 require_relative "cli/help"
+require_relative "cli/report"
 
 module Hakari
   # The `hakari` command: parses arguments, runs the command with lib/hakari/autorun.rb
@@ -32,7 +33,10 @@ module Hakari
       when "-V", "--version" then @out.puts "hakari #{VERSION}"; 0
       when "help" then help(argv[1])
       when "record", "stat", "exec" then run_command(argv.first, argv.drop(1))
-      else raise UsageError, "unknown command #{argv.first.inspect} (expected record, stat, exec or help)"
+      when "report", "diff", "annotate"
+        load_engine
+        Report.public_send(argv.first, argv.drop(1), out: @out, err: @err)
+      else raise UsageError, "unknown command #{argv.first.inspect} (expected record, stat, exec, report, diff, annotate or help)"
       end
     rescue UsageError, CommandError => e
       @err.puts "hakari: #{e.message}"
@@ -48,7 +52,7 @@ module Hakari
     def help(topic)
       return @out.puts(Help::TEXT) || 0 if topic.nil?
       unless Help::COMMANDS.key?(topic)
-        raise UsageError, "no help for #{topic.inspect} (expected record, stat or exec, or nothing for all)"
+        raise UsageError, "no help for #{topic.inspect} (expected #{Help::COMMANDS.keys.join(", ")}, or nothing for all)"
       end
       @out.puts Help.command(topic)
       0

@@ -9,6 +9,9 @@ module Hakari
         Usage: hakari record [options] [--] COMMAND [ARGS...]   profile a Ruby command into a file
                hakari stat   [options] [--] COMMAND [ARGS...]   run a command, print time, GC, memory and sampling stats
                hakari exec   [options] [--] COMMAND [ARGS...]   stat plus the flat and cumulative tables
+               hakari report [options] FILE                    print a profile file, or write it in another format
+               hakari diff   [options] BASE NEW                what changed from one profile to another
+               hakari annotate [options] FILE                  source lines with their time
                hakari help                                     full reference: commands, options, formats, API, env
                hakari --version
       TEXT
@@ -19,7 +22,8 @@ module Hakari
                                 or trace (every call counted: call tree, callers/callees, exact counts)
           --measure MEASURE     with -m trace: wall (default), cpu or allocations
           -f, --frequency HZ    samples per second, an integer from 1 to 10000 (default 1000)
-          --format FORMAT       pprof, collapsed, text, flat, graph, callgrind or dot (default: from the -o extension)
+          --format FORMAT       pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope
+                                (default: from the -o extension)
           -v, --verbose         print sampling statistics to stderr
           -h, --help            this command's help
       TEXT
@@ -30,7 +34,8 @@ module Hakari
             Runs COMMAND and writes the profile of its Ruby process to a file.
             -o, --output PATH     where to write (default hakari.pb.gz, or hakari.collapsed etc. after
                                   --format); the name's ending picks the format: *.collapsed, *.txt,
-                                  *.flat.txt, *.graph.txt, *.dot, callgrind.out.*, otherwise pprof.
+                                  *.flat.txt, *.graph.txt, *.dot, *.html, *.speedscope.json,
+                                  callgrind.out.*, otherwise pprof.
                                   A link is followed; a device or FIFO (/dev/stdout) is written in place
             -p, --print           print the text report to stdout when the command ends; no file is
                                   written unless -o or --format is given too (then both)
@@ -54,6 +59,47 @@ module Hakari
             --report              accepted, and implied
         TEXT
           COMMON + "  Default mode: wall.\n",
+        "report" => <<~TEXT,
+          hakari report [options] FILE
+            Reads FILE, a pprof profile (gzipped or not) from hakari or any other program, and prints
+            its text report (the flat and cumulative tables), or writes it in another format. No Go.
+            -o, --output PATH     write to PATH instead, in the format its name picks (as for record)
+            --format FORMAT       pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope
+            --html                the same as --format html: the flame graph page (-o out.html)
+            --top N               rows per table of the text report (default 50)
+            --focus REGEXP        only the samples with a frame whose name matches (POSIX extended)
+            --ignore REGEXP       leave out the samples with a frame whose name matches
+            --thread N            only thread N's samples (the `thread` label, Profile#samples' thread_seq)
+            --lines               each executing line on its own ("Foo#bar:12"), to rank lines
+            -h, --help            this command's help
+            A file that is not a profile is one line naming it and what is wrong, and exit status 2.
+        TEXT
+        "annotate" => <<~TEXT,
+          hakari annotate [options] FILE
+            Prints source lines with the time spent on each (self: the line was executing in the
+            leaf frame; cumulative: in any frame), for the files with the most time, or one file or
+            method; the hottest lines are marked ">". A source file that is not here is said, and its
+            lines are shown without their text.
+            --file PATH           the file whose path is PATH or ends with /PATH
+            --method NAME         the method's lines only (its name as reports show it: Foo#bar)
+            --context N           lines shown around each line with time (default 2)
+            --top N               how many files when neither is given (at most 3; default 3)
+            --focus, --ignore, --thread   applied first, as for report
+            -h, --help            this command's help
+        TEXT
+        "diff" => <<~TEXT,
+          hakari diff [options] BASE NEW
+            Compares two profiles function by function: each one's self and cumulative share of its
+            profile's total, base and new, sorted by the change (in percentage points).
+            --absolute            the values themselves (ms of CPU or wall time) rather than shares
+            --fail-above PCT      exit 1 when a function's self share grew by more than PCT points:
+                                  a regression gate for CI (the report is printed either way)
+            --html PATH           also write the differential flame graph: the new profile's, each
+                                  frame coloured by the change of its share (red grew, blue shrank)
+            --top N               rows per table (default 50)
+            --focus, --ignore, --thread, --lines   applied to both profiles, as for report
+            -h, --help            this command's help
+        TEXT
       }.freeze
 
       TEXT = <<~TEXT
@@ -90,6 +136,9 @@ module Hakari
           graph      per method, its callers and callees with called/total counts (*.graph.txt).
           callgrind  for KCachegrind / callgrind_annotate (callgrind.out.*).
           dot        a Graphviz call graph (*.dot): `dot -Tsvg out.dot > out.svg`.
+          html       one self-contained page (*.html): flame graph and icicle, zoom, search, a sortable
+                     table, a thread selector; it makes no network request.
+          speedscope speedscope's JSON file format (*.speedscope.json), a profile per thread.
           flat, graph, callgrind and dot are made for traces (-m trace) and work on samples too.
           Each sample weighs the nanoseconds of clock time it stands for (CPU time in cpu mode,
           elapsed time in wall mode), and dropped samples are counted in the profile.
@@ -124,7 +173,7 @@ module Hakari
             HAKARI_MEASURE     with trace: wall, cpu or allocations
             HAKARI_FREQUENCY   Hz (default 1000)
             HAKARI_OUTPUT      profile path (standalone default hakari.pb.gz, or named for HAKARI_FORMAT)
-            HAKARI_FORMAT      pprof, collapsed, text, flat, graph, callgrind or dot (default: from the
+            HAKARI_FORMAT      pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope (from the
                                output's name)
             HAKARI_VERBOSE     1: sampling statistics on stderr
             HAKARI_CPU_CLOCK   perf: cpu mode ticks on a perf_event task-clock per thread instead of

@@ -1,0 +1,123 @@
+# frozen_string_literal: true
+
+require "json"
+require "base64"
+require "tmpdir"
+require "io/nonblock"
+
+# A headless Chromium driven over the DevTools protocol through a pair of pipes
+# (--remote-debugging-pipe: NUL-separated JSON on file descriptors 3 and 4), for the tests
+# of hakari's HTML pages: no WebSocket, no gem. Only what the tests need: open a page, run
+# JavaScript in it, take a screenshot, and list the network requests it made.
+class Chromium
+  BINARY = ENV.fetch("HAKARI_CHROMIUM", "/usr/bin/chromium")
+  # headless, without the background requests a fresh profile would make (the machine may have
+  # no network at all), in a throwaway profile directory
+  FLAGS = %w[--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking
+             --disable-component-update --disable-sync --disable-extensions --disable-default-apps
+             --remote-debugging-pipe --window-size=1280,900].freeze
+
+  def self.available? = File.executable?(BINARY)
+
+  def self.open
+    browser = new
+    yield browser
+  ensure
+    browser&.close
+  end
+
+  attr_reader :requests
+
+  def initialize
+    @dir = Dir.mktmpdir("hakari-chromium-")
+    to_browser_r, @to_browser = IO.pipe
+    @from_browser, from_browser_w = IO.pipe
+    # Ruby makes its pipes non-blocking, and the flag goes with the descriptor: Chromium's
+    # blocking reads would fail at once and it would drop the connection
+    [to_browser_r, from_browser_w].each { |io| io.nonblock = false }
+    @pid = Process.spawn(BINARY, *FLAGS, "--user-data-dir=#{@dir}", "about:blank",
+                         3 => to_browser_r, 4 => from_browser_w, %i[out err] => (ENV["HAKARI_CHROMIUM_LOG"] || File::NULL))
+    [to_browser_r, from_browser_w].each(&:close)
+    @next_id = 0
+    @buffer = +""
+    @events = []
+    @requests = []
+    target = call("Target.getTargets")["targetInfos"].find { |t| t["type"] == "page" }
+    @session = call("Target.attachToTarget", { targetId: target["targetId"], flatten: true })["sessionId"]
+    %w[Page.enable Runtime.enable Network.enable].each { |m| call(m, session: @session) }
+  end
+
+  # navigates to url and waits for its load event
+  def goto(url, timeout: 20)
+    @events.reject! { |e| e["method"] == "Page.loadEventFired" } # a previous page's
+    call("Page.navigate", { url: url }, session: @session)
+    wait_event("Page.loadEventFired", timeout)
+  end
+
+  # the value of a JavaScript expression in the page (awaited when it is a promise)
+  def eval(expression)
+    r = call("Runtime.evaluate", { expression: expression, returnByValue: true, awaitPromise: true }, session: @session)
+    raise "page error: #{r["exceptionDetails"]}" if r["exceptionDetails"]
+    r.dig("result", "value")
+  end
+
+  def screenshot(path)
+    data = call("Page.captureScreenshot", { format: "png" }, session: @session)["data"]
+    File.binwrite(path, Base64.decode64(data))
+  end
+
+  def close
+    begin
+      call("Browser.close", timeout: 5)
+    rescue StandardError
+      Process.kill("KILL", @pid)
+    end
+    Process.wait(@pid)
+    [@to_browser, @from_browser].each { |io| io.close unless io.closed? }
+    FileUtils.rm_rf(@dir)
+  end
+
+  private
+
+  def call(method, params = {}, session: nil, timeout: 20)
+    id = (@next_id += 1)
+    message = { id: id, method: method, params: params }
+    message[:sessionId] = session if session
+    @to_browser.write(JSON.generate(message) + "\0")
+    @to_browser.flush
+    loop do
+      m = read_message(timeout)
+      next if m["id"] != id
+      raise "#{method}: #{m["error"]["message"]}" if m["error"]
+
+      return m["result"]
+    end
+  end
+
+  def wait_event(name, timeout)
+    if (i = @events.index { |e| e["method"] == name })
+      return @events.delete_at(i)
+    end
+    loop do
+      m = read_message(timeout)
+      return m if m["method"] == name
+    end
+  end
+
+  # the next message; events other than replies are kept (and network requests noted)
+  def read_message(timeout)
+    loop do
+      if (nul = @buffer.index("\0"))
+        m = JSON.parse(@buffer.slice!(0, nul + 1).chomp("\0"))
+        if m["method"]
+          @requests << m.dig("params", "request", "url") if m["method"] == "Network.requestWillBeSent"
+          @events << m
+        end
+        return m
+      end
+      raise "no answer from chromium in #{timeout} s" unless IO.select([@from_browser], nil, nil, timeout)
+
+      @buffer << @from_browser.readpartial(1 << 16)
+    end
+  end
+end
