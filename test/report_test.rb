@@ -78,6 +78,14 @@ class ReportTest < Minitest::Test
     out, = hakari("report", "a.pb.gz", "--thread", main_seq.to_s)
     refute_match(/ReportTest#helper/, out)
     assert_match(/Workloads.fib/, out)
+    # --tag: a label's value, the thread's number as --thread, the state's string
+    tagged, = hakari("report", "a.pb.gz", "--tag", "thread=#{main_seq}")
+    assert_equal out, tagged
+    out, = hakari("report", "a.pb.gz", "--tag", "state=running")
+    running = data[:samples].sum { |frames, w| frames.first[0].match?(/\A\[(GVL|GC) /) ? 0 : w }
+    assert_in_delta running / 1e6, out[/^Total: +([\d.]+)/, 1].to_f, 0.06
+    out, = hakari("report", "a.pb.gz", "--tag", "state=nothing")
+    assert_match(/^Total: +0.0 ms/, out)
     # --lines: each executing line ranked on its own
     out, = hakari("report", "a.pb.gz", "--lines")
     assert(flat_names(out).any? { |n| n.match?(/\AWorkloads.fib:\d+\z/) }, out)
@@ -165,6 +173,9 @@ class ReportTest < Minitest::Test
     _, err, st = hakari("report", "a.pb.gz", "--focus", "(")
     assert_equal [2, 1], [st.exitstatus, err.lines.size], err
     assert_match(/bad --focus expression "\(": /, err)
+    _, err, st = hakari("report", "a.pb.gz", "--tag", "state")
+    assert_equal [2, 1], [st.exitstatus, err.lines.size], err
+    assert_match(/bad --tag "state": expected KEY=VALUE/, err)
     [%w[report], %w[report a.pb.gz a.pb.gz], %w[diff a.pb.gz], %w[report a.pb.gz --top 0],
      %w[report a.pb.gz --format nope], %w[diff a.pb.gz a.pb.gz --fail-above much]].each do |args|
       _, err, st = hakari(*args)

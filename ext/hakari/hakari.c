@@ -256,16 +256,16 @@ static VALUE read_counters(const hk_profile *p)
     return h;
 }
 
-/* Profile#select(focus, ignore, thread, lines) -> Profile: the samples a report asks for
+/* Profile#select(focus, ignore, thread, tag, lines) -> Profile: the samples a report asks for
  * (profile_select.h); focus and ignore are POSIX extended regular expressions or nil */
-static VALUE profile_select(VALUE self, VALUE focus, VALUE ignore, VALUE thread, VALUE lines)
+static VALUE profile_select(VALUE self, VALUE focus, VALUE ignore, VALUE thread, VALUE tag, VALUE lines)
 {
     profile_obj *o = profile_get(self);
     long t = -1;
     if (!NIL_P(thread) && !int_in(thread, 0, INT32_MAX, &t))
         rb_raise(rb_eArgError, "invalid thread %+" PRIsVALUE " (expected a thread number, 0 or more)", thread);
     hk_select sel = {NIL_P(focus) ? NULL : StringValueCStr(focus), NIL_P(ignore) ? NULL : StringValueCStr(ignore), t,
-                     RTEST(lines)};
+                     NIL_P(tag) ? NULL : StringValueCStr(tag), RTEST(lines)};
     char err[256];
     hk_profile *q = hk_profile_select(o->p, &sel, err, sizeof(err));
     if (!q) rb_raise(strcmp(err, "out of memory") == 0 ? rb_eNoMemError : rb_eArgError, "%s", err);
@@ -626,7 +626,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_method(cProfile, "counters", profile_counters, 0);
     rb_define_method(cProfile, "samples", profile_samples, 0);
     rb_define_method(cProfile, "methods_table", profile_methods, 0);
-    rb_define_method(cProfile, "select", profile_select, 4);
+    rb_define_method(cProfile, "select", profile_select, 5);
     rb_define_method(cProfile, "text_report", profile_text_report, 1);
     rb_define_method(cProfile, "line_table", profile_line_table, 0);
 

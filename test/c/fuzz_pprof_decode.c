@@ -44,7 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
         hk_formats[f].encode(p, &b);
         hk_buf_free(&b);
     }
-    hk_select sel = {"[a-m]", "z$", -1, 1};
+    hk_select tagged = {NULL, NULL, -1, "thread=1", 0};
+    hk_profile_free(hk_profile_select(p, &tagged, err, sizeof(err)));
+    hk_select sel = {"[a-m]", "z$", -1, NULL, 1};
     hk_profile *s = hk_profile_select(p, &sel, err, sizeof(err));
     if (s && p->nvalues && q->nvalues) {
         hk_buf b;

@@ -13,7 +13,8 @@
 #include "profile_select.h"
 
 /* thread 1: main > work > helper (50 ms), main > work (30 ms at line 11, 20 ms at line 12);
- * thread 2: main > idle (40 ms). A comment, a period and a duration to carry over. */
+ * thread 2: main > idle (40 ms). Thread 1's samples carry a route label: "/a" but the last,
+ * "/b". A comment, a period and a duration to carry over. */
 static hk_profile *setup(void)
 {
     hk_profile *p = hk_profile_new();
@@ -30,23 +31,31 @@ static hk_profile *setup(void)
     uint32_t main = hk_profile_location(p, f[0], 5), work11 = hk_profile_location(p, f[1], 11),
              work12 = hk_profile_location(p, f[1], 12), helper = hk_profile_location(p, f[2], 20),
              idle = hk_profile_location(p, f[3], 30);
-    hk_label t1 = {hk_profile_string(p, "thread"), 0, 0, 1}, t2 = {hk_profile_string(p, "thread"), 0, 0, 2};
+    hk_label t1[] = {{hk_profile_string(p, "thread"), 0, 0, 1}, {hk_profile_string(p, "route"), hk_profile_string(p, "/a"), 0, 0}},
+             t1b[] = {{hk_profile_string(p, "thread"), 0, 0, 1}, {hk_profile_string(p, "route"), hk_profile_string(p, "/b"), 0, 0}},
+             t2 = {hk_profile_string(p, "thread"), 0, 0, 2};
     uint32_t s1[] = {helper, work11, main}, s2[] = {work11, main}, s3[] = {work12, main}, s4[] = {idle, main};
     int64_t v1[] = {50, 50000000}, v2[] = {30, 30000000}, v3[] = {20, 20000000}, v4[] = {40, 40000000};
-    hk_profile_add_sample(p, s1, 3, v1, &t1, 1);
-    hk_profile_add_sample(p, s2, 2, v2, &t1, 1);
-    hk_profile_add_sample(p, s3, 2, v3, &t1, 1);
+    hk_profile_add_sample(p, s1, 3, v1, t1, 2);
+    hk_profile_add_sample(p, s2, 2, v2, t1, 2);
+    hk_profile_add_sample(p, s3, 2, v3, t1b, 2);
     hk_profile_add_sample(p, s4, 2, v4, &t2, 1);
     return p;
 }
 
-static hk_profile *select_from(const hk_profile *p, const char *focus, const char *ignore, int64_t thread, int lines)
+static hk_profile *select_tagged(const hk_profile *p, const char *focus, const char *ignore, int64_t thread,
+                                 const char *tag, int lines)
 {
-    hk_select sel = {focus, ignore, thread, lines};
+    hk_select sel = {focus, ignore, thread, tag, lines};
     char err[256];
     hk_profile *q = hk_profile_select(p, &sel, err, sizeof(err));
     if (!q) fprintf(stdout, "        select failed: %s\n", err);
     return q;
+}
+
+static hk_profile *select_from(const hk_profile *p, const char *focus, const char *ignore, int64_t thread, int lines)
+{
+    return select_tagged(p, focus, ignore, thread, NULL, lines);
 }
 
 /* the leaf's name of each sample of q, joined by spaces */
@@ -119,16 +128,50 @@ static void test_lines_become_functions(void)
     hk_profile_free(p);
 }
 
+/* a string label by its value, a numeric one by its number; a key or value that no sample has
+ * leaves an empty profile */
+static void test_tag_selects_by_label(void)
+{
+    hk_profile *p = setup(), *q = select_tagged(p, NULL, NULL, -1, "route=/b", 0);
+    char got[256];
+    leaves(q, got, sizeof(got));
+    CHECK_STR(got, "work");
+    CHECK(hk_profile_sample_values(q, 0)[1] == 20000000);
+    hk_profile_free(q);
+    q = select_tagged(p, "work", NULL, -1, "route=/a", 0);
+    leaves(q, got, sizeof(got));
+    CHECK_STR(got, "helper work");
+    hk_profile_free(q);
+    q = select_tagged(p, NULL, NULL, -1, "thread=2", 0);
+    leaves(q, got, sizeof(got));
+    CHECK_STR(got, "idle");
+    hk_profile_free(q);
+    static const char *const none[] = {"route=/c", "route=", "rout=/a", "thread=02"};
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+        q = select_tagged(p, NULL, NULL, -1, none[i], 0);
+        CHECK_MSG(q && q->nsamples == 0, "%s: %zu samples", none[i], q ? q->nsamples : 0);
+        hk_profile_free(q);
+    }
+    hk_profile_free(p);
+}
+
 static void test_a_bad_expression_is_named(void)
 {
     hk_profile *p = setup();
-    hk_select sel = {"(unclosed", NULL, -1, 0};
+    hk_select sel = {"(unclosed", NULL, -1, NULL, 0};
     char err[256] = "";
     CHECK(hk_profile_select(p, &sel, err, sizeof(err)) == NULL);
     CHECK_MSG(strstr(err, "--focus") && strstr(err, "(unclosed"), "message: %s", err);
-    sel = (hk_select){NULL, "[", -1, 0};
+    sel = (hk_select){NULL, "[", -1, NULL, 0};
     CHECK(hk_profile_select(p, &sel, err, sizeof(err)) == NULL);
     CHECK_MSG(strstr(err, "--ignore") && strstr(err, "\"[\""), "message: %s", err);
+    static const char *const bad_tags[] = {"route", "=/a", ""};
+    for (size_t i = 0; i < sizeof(bad_tags) / sizeof(bad_tags[0]); i++) {
+        sel = (hk_select){NULL, NULL, -1, bad_tags[i], 0};
+        err[0] = '\0';
+        CHECK(hk_profile_select(p, &sel, err, sizeof(err)) == NULL);
+        CHECK_MSG(strstr(err, "--tag") && strstr(err, "KEY=VALUE"), "tag \"%s\": %s", bad_tags[i], err);
+    }
     hk_profile_free(p);
 }
 
@@ -137,13 +180,13 @@ static void test_under_failed_allocation(void)
     hk_profile *p = setup();
     for (long nth = 0;; nth++) {
         long live = alloc_live();
-        hk_select sel = {"work", NULL, 1, 1};
+        hk_select sel = {"work", NULL, 1, "route=/a", 1};
         char err[256] = "";
         alloc_fail_at(nth);
         hk_profile *q = hk_profile_select(p, &sel, err, sizeof(err));
         int failed = alloc_fail_done();
         if (!failed) {
-            CHECK(q && q->nsamples == 3);
+            CHECK(q && q->nsamples == 2);
             hk_profile_free(q);
             break;
         }
@@ -158,6 +201,7 @@ int main(void)
     RUN(test_everything_is_kept_without_a_filter);
     RUN(test_focus_ignore_and_thread);
     RUN(test_lines_become_functions);
+    RUN(test_tag_selects_by_label);
     RUN(test_a_bad_expression_is_named);
     RUN(test_under_failed_allocation);
     return check_done();

@@ -301,6 +301,34 @@ static void test_states(void)
     hk_profile_free(p);
 }
 
+/* a string label other than state gets a table of its values, largest first, top_n of them;
+ * numeric labels (thread) and state do not */
+static void test_labels(void)
+{
+    hk_profile *p = hk_profile_new();
+    hk_profile_add_sample_type(p, "cpu", "nanoseconds");
+    uint32_t loc = hk_profile_location(p, hk_profile_function(p, hk_profile_string(p, "work"), 0, 0, 0), 0);
+    static const char *const route[] = {"/a", "/b", "/c", "/b"};
+    const int64_t ms[] = {10, 30, 5, 25};
+    for (int i = 0; i < 4; i++) {
+        hk_label l[] = {{.key = hk_profile_string(p, "thread"), .num = 1},
+                        {.key = hk_profile_string(p, "route"), .str = hk_profile_string(p, route[i])},
+                        {.key = hk_profile_string(p, "state"), .str = hk_profile_string(p, "running")}};
+        int64_t v = ms[i] * 1000000;
+        hk_profile_add_sample(p, &loc, 1, &v, l, 3);
+    }
+    report r;
+    CHECK_INT(report_of(p, 0, 2, &r), 0);
+    int at = line_with(&r, 0, "Label route:");
+    CHECK(at >= 0);
+    CHECK_INT(line_with(&r, at, "55.0 ms  78.6%  /b"), at + 1);
+    CHECK_INT(line_with(&r, at, "10.0 ms  14.3%  /a"), at + 2);
+    CHECK(!has_line(&r, "/c"));      /* past top_n */
+    CHECK(!has_line(&r, "Label state:") && !has_line(&r, "Label thread:"));
+    free(r.text);
+    hk_profile_free(p);
+}
+
 int main(void)
 {
     RUN(test_sections_and_order);
@@ -312,5 +340,6 @@ int main(void)
     RUN(test_sum_overflow);
     RUN(test_thread_count);
     RUN(test_states);
+    RUN(test_labels);
     return check_done();
 }

@@ -8,7 +8,8 @@ require "io/nonblock"
 # A headless Chromium driven over the DevTools protocol through a pair of pipes
 # (--remote-debugging-pipe: NUL-separated JSON on file descriptors 3 and 4), for the tests
 # of hakari's HTML pages: no WebSocket, no gem. Only what the tests need: open a page, run
-# JavaScript in it, take a screenshot, and list the network requests it made.
+# JavaScript in it, take a screenshot, and list the network requests it made, with the network
+# switched off.
 class Chromium
   BINARY = ENV.fetch("HAKARI_CHROMIUM", "/usr/bin/chromium")
   # headless, without the background requests a fresh profile would make (the machine may have
@@ -45,6 +46,10 @@ class Chromium
     target = call("Target.getTargets")["targetInfos"].find { |t| t["type"] == "page" }
     @session = call("Target.attachToTarget", { targetId: target["targetId"], flatten: true })["sessionId"]
     %w[Page.enable Runtime.enable Network.enable].each { |m| call(m, session: @session) }
+    # the network is off for the page: a request it made would fail, not reach anything (and is
+    # still listed in requests)
+    call("Network.emulateNetworkConditions", { offline: true, latency: 0, downloadThroughput: -1, uploadThroughput: -1 },
+         session: @session)
   end
 
   # navigates to url and waits for its load event

@@ -42,6 +42,21 @@ static int thread_of(const hk_profile *p, size_t i, int64_t *out)
     return 0;
 }
 
+/* whether sample i has the label key=value (a string, or a number written in decimal) */
+static int has_tag(const hk_profile *p, size_t i, const char *key, size_t key_len, const char *value)
+{
+    const hk_label *l = hk_profile_sample_labels(p, i);
+    for (uint32_t j = 0; j < p->samples[i].nlabel; j++) {
+        const char *k = hk_profile_str(p, l[j].key);
+        if (strncmp(k, key, key_len) != 0 || k[key_len]) continue;
+        if (l[j].str && strcmp(hk_profile_str(p, l[j].str), value) == 0) return 1;
+        char num[24];
+        snprintf(num, sizeof(num), "%" PRId64, l[j].num);
+        if (!l[j].str && strcmp(num, value) == 0) return 1;
+    }
+    return 0;
+}
+
 /* location id in q for location id loc of p (per line when lines); 0 when out of memory */
 static uint32_t copy_location(const hk_profile *p, hk_profile *q, uint32_t loc, int lines)
 {
@@ -86,6 +101,12 @@ hk_profile *hk_profile_select(const hk_profile *p, const hk_select *sel, char *e
     uint32_t *locs = NULL, *loc_map = NULL;
     hk_label *labels = NULL;
     hk_profile *q = NULL;
+    const char *tag_value = sel->tag ? strchr(sel->tag, '=') : NULL;
+    if (sel->tag && (!tag_value || tag_value == sel->tag)) {
+        if (err) snprintf(err, errlen, "bad --tag \"%s\": expected KEY=VALUE", sel->tag);
+        return NULL;
+    }
+    size_t tag_key_len = tag_value ? (size_t)(tag_value++ - sel->tag) : 0;
     if (sel->focus) {
         if (compile(&focus_re, sel->focus, "--focus", err, errlen) < 0) return NULL;
         has_focus = 1;
@@ -114,6 +135,7 @@ hk_profile *hk_profile_select(const hk_profile *p, const hk_select *sel, char *e
     for (size_t i = 0; i < p->nsamples && hk_profile_ok(q); i++) {
         int64_t thread;
         if (sel->thread >= 0 && (!thread_of(p, i, &thread) || thread != sel->thread)) continue;
+        if (tag_value && !has_tag(p, i, sel->tag, tag_key_len, tag_value)) continue;
         if (focus && !any_frame(p, i, focus)) continue;
         if (ignore && any_frame(p, i, ignore)) continue;
         uint32_t n = p->samples[i].nloc, nl = p->samples[i].nlabel;

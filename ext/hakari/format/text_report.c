@@ -139,6 +139,49 @@ static int states_section(hk_buf *out, const hk_profile *p, size_t vi, size_t to
     return 0;
 }
 
+#define LABEL_KEYS 8 /* string labels with a table each; past that, the rest are left out */
+
+/* Where the time went by each string label the samples carry but `state`
+ * (its own section): a program's `route` or `job`, say, each label's values
+ * largest first. 0, or -1 when out of memory. */
+static int labels_section(hk_buf *out, const hk_profile *p, size_t vi, size_t top_n, int64_t total)
+{
+    uint32_t keys[LABEL_KEYS];
+    size_t nkeys = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        const hk_label *l = hk_profile_sample_labels(p, i);
+        for (uint32_t j = 0; j < p->samples[i].nlabel; j++) {
+            if (!l[j].str || strcmp(hk_profile_str(p, l[j].key), "state") == 0) continue;
+            size_t k = 0;
+            while (k < nkeys && keys[k] != l[j].key) k++;
+            if (k == nkeys && nkeys < LABEL_KEYS) keys[nkeys++] = l[j].key;
+        }
+    }
+    size_t nstr = p->strings.count;
+    for (size_t k = 0; k < nkeys; k++) {
+        row *rows = calloc(nstr + 1, sizeof(*rows));
+        if (!rows) return -1;
+        for (size_t v = 0; v < nstr; v++) rows[v].func = (uint32_t)v;
+        for (size_t i = 0; i < p->nsamples; i++) {
+            const hk_label *l = hk_profile_sample_labels(p, i);
+            for (uint32_t j = 0; j < p->samples[i].nlabel; j++)
+                if (l[j].key == keys[k] && l[j].str && l[j].str < nstr) {
+                    rows[l[j].str].value = hk_add_sat(rows[l[j].str].value, hk_profile_sample_values(p, i)[vi]);
+                    break;
+                }
+        }
+        qsort(rows, nstr, sizeof(*rows), by_value_desc);
+        hk_buf_printf(out, "\nLabel %s:\n", hk_profile_str(p, keys[k]));
+        for (size_t r = 0; r < nstr && r < top_n && rows[r].value; r++) {
+            put_value(out, p, vi, rows[r].value);
+            hk_buf_printf(out, " %5.1f%%  %s\n", total ? 100.0 * (double)rows[r].value / (double)total : 0.0,
+                          hk_profile_str(p, rows[r].func));
+        }
+        free(rows);
+    }
+    return 0;
+}
+
 int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
 {
     if (vi >= p->nvalues) return -1;
@@ -172,7 +215,7 @@ int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
     if (threads > 1) hk_buf_printf(out, "Threads: %ld (the total is their times added)\n", threads);
     table(out, p, vi, "Flat", flat, nf, top_n, total);
     table(out, p, vi, "Cumulative", cum, nf, top_n, total);
-    if (states_section(out, p, vi, top_n, total) < 0) goto fail;
+    if (states_section(out, p, vi, top_n, total) < 0 || labels_section(out, p, vi, top_n, total) < 0) goto fail;
 
     free(flat);
     free(cum);

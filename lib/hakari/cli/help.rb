@@ -62,7 +62,8 @@ module Hakari
         "report" => <<~TEXT,
           hakari report [options] FILE
             Reads FILE, a pprof profile (gzipped or not) from hakari or any other program, and prints
-            its text report (the flat and cumulative tables), or writes it in another format. No Go.
+            its text report (the flat and cumulative tables, the time by state and by each string
+            label), or writes it in another format. No Go.
             -o, --output PATH     write to PATH instead, in the format its name picks (as for record)
             --format FORMAT       pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope
             --html                the same as --format html: the flame graph page (-o out.html)
@@ -70,6 +71,7 @@ module Hakari
             --focus REGEXP        only the samples with a frame whose name matches (POSIX extended)
             --ignore REGEXP       leave out the samples with a frame whose name matches
             --thread N            only thread N's samples (the `thread` label, Profile#samples' thread_seq)
+            --tag KEY=VALUE       only the samples with that label (state=blocked, route=/users)
             --lines               each executing line on its own ("Foo#bar:12"), to rank lines
             -h, --help            this command's help
             A file that is not a profile is one line naming it and what is wrong, and exit status 2.
@@ -84,7 +86,7 @@ module Hakari
             --method NAME         the method's lines only (its name as reports show it: Foo#bar)
             --context N           lines shown around each line with time (default 2)
             --top N               how many files when neither is given (at most 3; default 3)
-            --focus, --ignore, --thread   applied first, as for report
+            --focus, --ignore, --thread, --tag   applied first, as for report
             -h, --help            this command's help
         TEXT
         "diff" => <<~TEXT,
@@ -97,7 +99,7 @@ module Hakari
             --html PATH           also write the differential flame graph: the new profile's, each
                                   frame coloured by the change of its share (red grew, blue shrank)
             --top N               rows per table (default 50)
-            --focus, --ignore, --thread, --lines   applied to both profiles, as for report
+            --focus, --ignore, --thread, --tag, --lines   applied to both profiles, as for report
             -h, --help            this command's help
         TEXT
       }.freeze

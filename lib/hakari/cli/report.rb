@@ -8,7 +8,7 @@ module Hakari
     # (hakari's, or any other program's), selected, and printed or written in any format,
     # without Go. Decoding, selecting and comparing are the engine's (format/ in C).
     module Report
-      Parsed = Struct.new(:format, :output, :top, :focus, :ignore, :thread, :lines, :absolute, :fail_above, :html,
+      Parsed = Struct.new(:format, :output, :top, :focus, :ignore, :thread, :tag, :lines, :absolute, :fail_above, :html,
                           :source_file, :method, :context, keyword_init: true)
 
       TOP_DEFAULT = 50
@@ -133,6 +133,7 @@ module Hakari
         op.on("--focus REGEXP") { |v| o.focus = v }
         op.on("--ignore REGEXP") { |v| o.ignore = v }
         op.on("--thread N") { |v| o.thread = count("--thread", v, min: 0) }
+        op.on("--tag KEY=VALUE") { |v| o.tag = v }
         op.on("--lines") { o.lines = true }
         if name == "annotate"
           op.on("--file PATH") { |v| o.source_file = v }
@@ -180,8 +181,8 @@ module Hakari
       end
 
       def select(profile, o)
-        return profile unless o.focus || o.ignore || o.thread || o.lines
-        profile.select(o.focus, o.ignore, o.thread, o.lines)
+        return profile unless o.focus || o.ignore || o.thread || o.tag || o.lines
+        profile.select(o.focus, o.ignore, o.thread, o.tag, o.lines)
       rescue ArgumentError => e
         raise UsageError, e.message
       end
