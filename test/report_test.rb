@@ -30,26 +30,21 @@ class ReportTest < Minitest::Test
   # a leaf of its own, beside Workloads.fib
   def helper(n) = n < 2 ? n : helper(n - 1) + helper(n - 2)
 
-  # calls of helper(20) per second of CPU, measured once (as Workloads.fib_for's rate)
-  def helper_calls(seconds)
-    @@helper_rate ||= begin
-      clock = Process::CLOCK_THREAD_CPUTIME_ID
-      helper(20)
-      t0 = Process.clock_gettime(clock)
-      calls = 0
-      calls += 1 while helper(20) && Process.clock_gettime(clock) - t0 < 0.03
-      calls / (Process.clock_gettime(clock) - t0)
-    end
-    (seconds * @@helper_rate).ceil
+  # the block again and again until this thread has used so many seconds of CPU since the call:
+  # a rate measured once cannot size the work (under YJIT, code compiled at the start of a
+  # long suite may be thrown away by the end of it, and fib ran eleven times longer)
+  def for_cpu(seconds)
+    clock = Process::CLOCK_THREAD_CPUTIME_ID
+    stop = Process.clock_gettime(clock) + seconds
+    yield while Process.clock_gettime(clock) < stop
   end
 
   # a cpu profile of fib on the main thread and helper on another, each for about so many
   # seconds of CPU (tens of periods: a few would be sampled by chance), saved as pprof
   def recorded(name, fib: 0.05, helper: 0.05)
-    calls = helper_calls(helper)
     data = Hakari.start(mode: :cpu) do
-      t = Thread.new { calls.times { helper(20) } }
-      Workloads.fib_for(fib)
+      t = Thread.new { for_cpu(helper) { helper(20) } }
+      for_cpu(fib) { Workloads.fib(22) }
       t.join
     end
     Hakari.save(path(name), data)
@@ -183,9 +178,8 @@ class ReportTest < Minitest::Test
     end
   end
 
-  # The helper ten times heavier in the new profile (a margin for the rates measured once,
-  # which a busy machine can put some way off): its self share rises, the gate trips; a profile
-  # against itself changes nothing and passes.
+  # The helper ten times heavier in the new profile: its self share rises, the gate trips; a
+  # profile against itself changes nothing and passes.
   def test_diff_ranks_the_change_and_gates_on_it
     recorded("base.pb.gz", helper: 0.01)
     recorded("new.pb.gz", helper: 0.1)
