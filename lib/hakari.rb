@@ -57,8 +57,12 @@ module Hakari
     end
 
     # Stops profiling; returns the Profile, or nil when not running. Writes output: given to start.
-    def stop
-      data = Native.stop
+    # gc_stat_into: a Hash that gets GC.stat as the profile's time ends, before the profile is
+    # built: the program's GC figures, without the build's allocations.
+    def stop(gc_stat_into: nil)
+      raise ArgumentError, "gc_stat_into must be a Hash, not #{gc_stat_into.inspect}" unless gc_stat_into.nil? || gc_stat_into.is_a?(Hash)
+
+      data = Native.stop(gc_stat_into)
       return nil unless data
 
       session = @session || {}

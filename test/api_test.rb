@@ -55,6 +55,25 @@ class ApiTest < Minitest::Test
     assert_nil Hakari.stop
   end
 
+  # GC.stat as the profile's time ends: after the program's allocations, before the build's
+  def test_stop_fills_gc_stat_before_the_build
+    [:cpu, :trace].each do |mode|
+      Hakari.start(mode: mode)
+      before = GC.stat(:total_allocated_objects)
+      kept = Array.new(1000) { Object.new }
+      gc = {}
+      data = Hakari.stop(gc_stat_into: gc)
+      assert data, mode
+      assert_operator gc[:total_allocated_objects], :>=, before + kept.size, mode
+      assert_operator gc[:total_allocated_objects], :<, GC.stat(:total_allocated_objects), "#{mode}: the build allocated after"
+    end
+    Hakari.start(mode: :wall)
+    error = assert_raises(ArgumentError) { Hakari.stop(gc_stat_into: []) }
+    assert_match(/gc_stat_into must be a Hash, not \[\]/, error.message)
+    assert Hakari.running?, "a bad argument stops nothing"
+    Hakari.stop
+  end
+
   def test_start_twice_raises_and_keeps_the_first_session
     Hakari.start
     err = assert_raises(RuntimeError) { Hakari.start }

@@ -111,7 +111,7 @@ class HTMLTest < Minitest::Test
       marked = frames(b).select(&:last).map(&:first).uniq
       assert_equal ["Object#fib"], marked
       text = b.eval("document.getElementById('matches').textContent")
-      assert_match(/\d+ frames match: [\d.]+ ms \([\d.]+%\)/, text)
+      assert_match(/\A\d+ frames match: [\d.]+ (ms|µs) \([\d.]+%\)\z/, text) # µs below a millisecond
       fib_ms = cumulative(@profile, "Object#fib") / 1e6
       assert_in_delta fib_ms, b.eval("+document.getElementById('matches').dataset.sum") / 1000.0, fib_ms * 0.01 + 0.1
     end

@@ -381,18 +381,29 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
     return Qtrue;
 }
 
-static VALUE native_stop(VALUE mod)
+/* fills the Hash arg with GC.stat (rb_gc_stat) */
+static void gc_stat_into(void *arg) { rb_gc_stat(*(VALUE *)arg); }
+
+/* Native.stop(gc = nil): the profile, or nil when not running. A Hash gc is filled with GC.stat
+ * as the sampler's time ends, before the profile is built: the program's GC figures, read where
+ * no sample can land (a tick in a GC.stat called before stop put hakari's at_exit frames in the
+ * profile) and before the build's allocations. A trace, paused by then, fills it first. */
+static VALUE native_stop(int argc, VALUE *argv, VALUE mod)
 {
+    VALUE gc = argc > 0 ? argv[0] : Qnil;
+    if (argc > 1) rb_error_arity(argc, 0, 1);
+    if (!NIL_P(gc)) Check_Type(gc, T_HASH);
     hk_sampler_stats st;
     hk_tracer_stats ts;
     hk_profile *p;
     if (hk_tracer_running()) {
+        if (!NIL_P(gc)) rb_gc_stat(gc);
         p = hk_tracer_stop(&ts);
         if (!p) rb_raise(rb_eNoMemError, "hakari: out of memory while building the profile");
         return profile_wrap(p, NULL, &ts);
     }
     if (!hk_sampler_running()) return Qnil;
-    p = hk_sampler_stop(&st);
+    p = hk_sampler_stop(&st, NIL_P(gc) ? NULL : gc_stat_into, &gc);
     if (!p) rb_raise(rb_eNoMemError, "hakari: out of memory while building the profile");
     return profile_wrap(p, &st, NULL);
 }
@@ -603,7 +614,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     mHakari = rb_define_module("Hakari");
     mNative = rb_define_module_under(mHakari, "Native");
     rb_define_module_function(mNative, "start", native_start, 4);
-    rb_define_module_function(mNative, "stop", native_stop, 0);
+    rb_define_module_function(mNative, "stop", native_stop, -1);
     rb_define_module_function(mNative, "snapshot", native_snapshot, 1);
     rb_define_module_function(mNative, "running?", native_running_p, 0);
     rb_define_module_function(mNative, "trace_start", native_trace_start, 6);

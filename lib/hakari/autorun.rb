@@ -99,8 +99,10 @@ module Hakari
       # trace mode: the calls below are not the program's (pause does nothing in the other modes)
       Hakari.pause
       return unless Process.pid == @pid # a forked child: the parent writes
-      gc = GC.stat # before stop: building the profile is the profiler's cost, not the program's
-      data = Hakari.stop
+      # read by the engine as the program's time ends: building the profile is the profiler's
+      # cost, not the program's, and a GC.stat called here could be sampled under this method
+      gc = {}
+      data = Hakari.stop(gc_stat_into: gc)
       return fail_with("profiling was stopped by the program before exit (Hakari.stop)") unless data
       result = { "status" => "ok", "pid" => @pid }
       data.counters.each { |k, v| result[k.to_s] = v }

@@ -670,7 +670,7 @@ static int64_t own_tail(hk_thread *t, int64_t parts[HK_NSTATES])
     return hk_states_take(t, now - t->prev_clock, now, HK_SPLIT_OWN_END, parts);
 }
 
-hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
+hk_profile *hk_sampler_stop(hk_sampler_stats *stats, void (*at_end)(void *), void *arg)
 {
     if (!S.running) return NULL;
     /* the program's time ends here: joining the worker and resolving are hakari's */
@@ -692,6 +692,7 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats)
     take_exits();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_stop();
     else hk_timer_stop();
+    if (at_end) at_end(arg);
     /* the worker is gone: what it did not resolve is resolved here, before
      * the tail, which comes after every sample (not under the lock: naming
      * hakari's own frames allocates, and the GC's mark takes the lock) */

@@ -68,8 +68,10 @@ typedef struct hk_sampler_stats {
 
 /* ctx: GVL. 0, or -1 with a message in err (already running, timer failure). */
 int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen);
-/* ctx: GVL. Stops and returns the profile (NULL when not running or out of memory). */
-hk_profile *hk_sampler_stop(hk_sampler_stats *stats);
+/* ctx: GVL. Stops and returns the profile (NULL when not running or out of memory). at_end
+ * (or NULL) is called with arg once the program's time has ended and no sample can come, before
+ * the profile is built: what the caller reads there is neither sampled nor the build's. */
+hk_profile *hk_sampler_stop(hk_sampler_stats *stats, void (*at_end)(void *), void *arg);
 /* ctx: GVL. The profile so far; with clear, samples and counters start over (frames are kept). */
 hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats);
 /* ctx: any. */
