@@ -259,8 +259,10 @@ static void test_duplicate_strings_and_functions(void)
     put_function(&b, 2, 2, 3, 0); /* same content as function 1 */
     put_location(&b, 1, 1, 5);
     put_location(&b, 2, 2, 5); /* and so the same location */
+    put_value_type(&b, 1, 1, 1);
     uint64_t locs[] = {1, 2};
-    put_sample(&b, locs, 2, NULL, 0);
+    int64_t one = 1;
+    put_sample(&b, locs, 2, &one, 1);
     hk_profile *p = decode_buf(&b);
     CHECK_MSG(p, "%s", err);
     CHECK_INT(p->strings.count, 2);
@@ -388,6 +390,11 @@ static void test_reference_errors(void)
     put_basics(&b);
     put_sample(&b, &loc1, 1, NULL, 0);
     CHECK_REJECTS(&b, "sample 0 has 0 values, but the profile has 1 sample types");
+    /* found by the fuzzer: a string table entry and one empty sample, no sample type */
+    static const unsigned char no_type[] = {0x32, 0x00, 0x12, 0x00};
+    b.len = 0;
+    hk_buf_append(&b, no_type, sizeof(no_type));
+    CHECK_REJECTS(&b, "sample 0, but the profile has no sample type");
     b.len = 0;
     put_basics(&b);
     put_location(&b, 5, 7, 1);

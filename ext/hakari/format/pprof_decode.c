@@ -422,6 +422,9 @@ static int visit_sample(dec *d, const field *f)
     }
     if (rc < 0) return -1;
     hk_profile *p = d->p;
+    /* as Go's pprof does: a sample's values mean nothing without their types, and
+     * every reader of the model picks one of them */
+    if (p->nvalues == 0) return fail(d, "sample %zu, but the profile has no sample type", d->nsample);
     if (d->nval != p->nvalues)
         return fail(d, "sample %zu has %zu values, but the profile has %zu sample types", d->nsample, d->nval,
                     p->nvalues);
