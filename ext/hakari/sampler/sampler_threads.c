@@ -66,13 +66,19 @@ static void unflag(const void *vm_thread)
  * tick but one (ticks are counted before each flagging), so its Thread
  * object, and the VM struct the worker writes into, stay marked until then.
  * 0, or -1 when out of memory. */
-static int keep_for_the_worker(VALUE thread)
+static uint64_t forget_retired_in_time(void)
 {
     uint64_t now = __atomic_load_n(&S.trigger_count, __ATOMIC_RELAXED);
     size_t kept = 0;
     for (size_t i = 0; i < S.nretired; i++)
         if (S.retired[i].until > now) S.retired[kept++] = S.retired[i];
     S.nretired = kept;
+    return now;
+}
+
+static int keep_for_the_worker(VALUE thread)
+{
+    uint64_t now = forget_retired_in_time();
     if (hk_array_grow((void **)&S.retired, &S.retired_cap, S.nretired + 1, sizeof(*S.retired)) < 0) return -1;
     S.retired[S.nretired++] = (struct hk_retired){thread, now + 2};
     return 0;
@@ -101,9 +107,13 @@ void hk_sampler_thread_retire(hk_thread *t)
     S.last_thread = (size_t)-1;
 }
 
+/* The retired threads whose grace has passed are forgotten here too, not only
+ * when the next thread retires: the last ones a program ends would otherwise
+ * stay marked until stop. */
 void hk_sampler_threads_mark(void)
 {
     for (size_t i = 0; i < S.nthreads; i++) rb_gc_mark(S.threads[i].thread);
+    forget_retired_in_time();
     for (size_t i = 0; i < S.nretired; i++) rb_gc_mark(S.retired[i].thread);
 }
 
