@@ -25,6 +25,7 @@
 
 require "etc"
 require_relative "bench_ext"
+require_relative "machine_load"
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "hakari"
 BenchExt.load("cwork")
@@ -224,20 +225,11 @@ def score(profiler, mode, scenario, got, extra)
   rel.sum / rel.size
 end
 
-# busy processes on `n` cores, for as long as the bench runs
-def start_load(n)
-  Array.new(n) { Process.spawn("sh", "-c", "while :; do :; done", pgroup: true) }.tap do |pids|
-    at_exit { pids.each { |pid| Process.kill(:KILL, -pid) rescue nil } } # rubocop:disable Style/RescueModifier
-  end
-end
-
-load_spec = ENV.fetch("HAKARI_BENCH_LOAD", "0")
-load = load_spec == "cores" ? Etc.nprocessors : Integer(load_spec)
-pids = start_load(load)
+load = MachineLoad.start
 yjit = defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? "+YJIT" : ""
 puts "accuracy: ruby #{RUBY_VERSION}#{yjit}, #{HZ} Hz, #{PROFILERS.join('/')}, call lengths #{DURATIONS.join('/')} ms, " \
      "#{ROUNDS} rounds of #{ROUND_MS.round} ms per single run, #{WORKERS} workers in threads, " \
-     "#{load.zero? ? 'quiet machine' : "#{load} busy processes beside it (#{Etc.nprocessors} cores)"}"
+     "#{MachineLoad.describe(load)}"
 
 # warm-up: first calls, inline caches and the JIT are not the subject
 Work.new.run(1)

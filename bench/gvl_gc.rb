@@ -10,16 +10,22 @@
 #   blocked    one thread sleeps 0.3 s, one reads a pipe until the main thread, after its own
 #              0.35 s sleep, writes to it;
 #   gc         GC.start 30 times over a heap of 300 000 live objects (no allocation between
-#              them, so no other GC): the time inside GC.start, in wall and in cpu mode.
+#              them, so no other GC): the time inside GC.start, in wall and in cpu mode;
+#   alloc      40 rounds of 100 000 short-lived strings, in cpu mode: minor GCs and lazy sweeps
+#              run in small steps inside the allocations. Truth is GC.total_time (Ruby's own
+#              timing of each step on the process CPU clock), less the share of hakari's worker
+#              thread's CPU that fell in it (its CPU is in that clock too).
 # The score per category is |profiled - truth| / truth; the target is 2 % (docs/benchmarks.md).
 # Where Ruby has no GVL events (3.1) waits for the GVL count as blocked: the contended
 # scenario then compares blocked + wait with the truth's.
 #
 #   ruby bench/gvl_gc.rb                   (a lane's: script/lane 3.4+yjit ruby bench/gvl_gc.rb)
-# Env: HAKARI_BENCH_ROUNDS (runs of each scenario, default 3)
+# Env: HAKARI_BENCH_ROUNDS (runs of each scenario, default 3), HAKARI_BENCH_LOAD (busy processes
+# beside it: a number, or "cores" for one per core)
 
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "hakari"
+require_relative "machine_load"
 
 $stdout.sync = true
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "3"))
@@ -107,16 +113,26 @@ def gc(mode)
   [truth, profiled(data)]
 end
 
+def alloc(mode)
+  GC.start
+  before = GC.total_time
+  data = Hakari.start(mode: mode) { 40.times { Array.new(100_000) { |i| "s#{i}" } } }
+  gc_ns = GC.total_time - before
+  worker = data[:timer_cpu_ns] * gc_ns / data[:duration_ns] # spread evenly over the run
+  [{ gc: gc_ns - worker }, profiled(data)]
+end
+
 gvl_events = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
 gc_events = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.2") # the GC is not timed before 3.2
 yjit = defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? "+YJIT" : ""
-puts "gvl_gc: ruby #{RUBY_VERSION}#{yjit}, wall mode (gc also in cpu mode), #{ROUNDS} rounds" \
+load = MachineLoad.start
+puts "gvl_gc: ruby #{RUBY_VERSION}#{yjit}, wall mode (gc also in cpu mode), #{ROUNDS} rounds, #{MachineLoad.describe(load)}" \
      "#{gvl_events ? '' : ' (no GVL events: a wait for the GVL counts as blocked)'}"
 puts format("  %-10s %-4s %-8s %10s %10s %8s", "scenario", "mode", "state", "truth ms", "prof. ms", "error")
 worst = Hash.new(0.0)
 puts "  (the GC is not timed on this Ruby: its GC hooks would slow every allocation)" unless gc_events
-[[:contended, :wall], [:blocked, :wall], [:gc, :wall], [:gc, :cpu]].each do |scenario, mode|
-  next if scenario == :gc && !gc_events
+[[:contended, :wall], [:blocked, :wall], [:gc, :wall], [:gc, :cpu], [:alloc, :cpu]].each do |scenario, mode|
+  next if %i[gc alloc].include?(scenario) && !gc_events
   ROUNDS.times do
     truth, got = send(scenario, mode)
     if !gvl_events && truth.key?(:wait)

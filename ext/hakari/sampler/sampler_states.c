@@ -48,7 +48,8 @@ enum { GC_NONE, GC_MARKING, GC_SWEEPING };
 static struct {
     VALUE tracepoint;      /* made once, enabled from start to stop */
     int phase;             /* GC_MARKING from GC_START to END_MARK, GC_SWEEPING then to END_SWEEP */
-    int64_t entered;       /* the profile's clock where the current step's time began, -1: none */
+    clockid_t clock;       /* the profile's: CPU time of the collecting thread in cpu mode, else monotonic */
+    int64_t entered;       /* that clock where the current step's time began, -1: none */
     hk_thread *thread;     /* the collecting thread's record (the GVL's: the job cannot run meanwhile) */
 } G = {.entered = -1};
 
@@ -68,11 +69,12 @@ static void gc_hook(VALUE tpval, void *data)
     (void)data;
     if (!S.running) return;
     rb_event_flag_t ev = rb_tracearg_event_flag(rb_tracearg_from_tracepoint(tpval));
-    /* The monotonic clock in both modes: a lazy sweep enters and leaves the GC thousands of
-     * times a second, and a thread's CPU clock is a system call (~1 µs here) where the
-     * monotonic one is not. The GC runs on its thread's CPU, so in cpu mode its wall time
-     * stands for its CPU time (less what the OS took from the thread meanwhile). */
-    int64_t now = hk_clock_ns(CLOCK_MONOTONIC);
+    /* In cpu mode, the thread's CPU clock: its wall time in the GC also holds the time the
+     * OS gave its core to others, which on a loaded machine was as much again (kramdown
+     * on 3.4 beside a busy process: 273 ms of GC in a 500 ms profile, for 106 ms by
+     * GC.stat). That clock is a system call (about 1 µs) where the monotonic one is not,
+     * at each of a lazy sweep's steps. */
+    int64_t now = hk_clock_ns(G.clock);
     switch (ev) {
     case RUBY_INTERNAL_EVENT_GC_ENTER:
         G.thread = hk_sampler_thread_find(rb_thread_current());
@@ -345,6 +347,7 @@ void hk_states_start(void)
     G.phase = GC_NONE;
     G.entered = -1;
     G.thread = NULL;
+    G.clock = hk_sampler_mode_clock();
     if (!G.tracepoint) {
         G.tracepoint = rb_tracepoint_new(0,
                                          RUBY_INTERNAL_EVENT_GC_START | RUBY_INTERNAL_EVENT_GC_END_MARK |
