@@ -36,13 +36,25 @@ class Chromium
     # Ruby makes its pipes non-blocking, and the flag goes with the descriptor: Chromium's
     # blocking reads would fail at once and it would drop the connection
     [to_browser_r, from_browser_w].each { |io| io.nonblock = false }
-    @pid = Process.spawn(BINARY, *FLAGS, "--user-data-dir=#{@dir}", "about:blank",
+    # the sanitizer pass preloads libasan into Ruby; Chromium must not inherit it (it hangs)
+    clean_env = { "LD_PRELOAD" => nil, "ASAN_OPTIONS" => nil }
+    # in a process group of its own: /usr/bin/chromium is a shell script, and killing it alone
+    # would leave the browser it started running
+    @pid = Process.spawn(clean_env, BINARY, *FLAGS, "--user-data-dir=#{@dir}", "about:blank", pgroup: true,
                          3 => to_browser_r, 4 => from_browser_w, %i[out err] => (ENV["HAKARI_CHROMIUM_LOG"] || File::NULL))
     [to_browser_r, from_browser_w].each(&:close)
     @next_id = 0
     @buffer = +""
     @events = []
     @requests = []
+    attach
+  rescue StandardError
+    close # a browser that never answered is not left running
+    raise
+  end
+
+  # the page's DevTools session, with the network off
+  def attach
     target = call("Target.getTargets")["targetInfos"].find { |t| t["type"] == "page" }
     @session = call("Target.attachToTarget", { targetId: target["targetId"], flatten: true })["sessionId"]
     %w[Page.enable Runtime.enable Network.enable].each { |m| call(m, session: @session) }
@@ -51,6 +63,7 @@ class Chromium
     call("Network.emulateNetworkConditions", { offline: true, latency: 0, downloadThroughput: -1, uploadThroughput: -1 },
          session: @session)
   end
+  private :attach
 
   # navigates to url and waits for its load event
   def goto(url, timeout: 20)
@@ -75,7 +88,11 @@ class Chromium
     begin
       call("Browser.close", timeout: 5)
     rescue StandardError
-      Process.kill("KILL", @pid)
+      begin
+        Process.kill("KILL", -@pid)
+      rescue Errno::ESRCH
+        nil # gone already
+      end
     end
     Process.wait(@pid)
     [@to_browser, @from_browser].each { |io| io.close unless io.closed? }
