@@ -242,7 +242,7 @@ SCENARIOS.each do |scenario|
     end
   end
 end
-pids.each { |pid| Process.kill(:KILL, -pid) rescue nil } # rubocop:disable Style/RescueModifier
+MachineLoad.stop
 
 target = load.zero? ? 1 : 2
 puts "\nmean relative error per method (target: hakari <= #{target} % in both modes, every scenario)"

@@ -19,10 +19,14 @@ module MachineLoad
 
   # Starts them; returns how many run.
   def start
-    n = count
-    pids = Array.new(n) { Process.spawn("sh", "-c", "while :; do :; done", pgroup: true) }
-    at_exit { pids.each { |pid| Process.kill(:KILL, -pid) rescue nil } } # rubocop:disable Style/RescueModifier
-    n
+    @pids = Array.new(count) { Process.spawn("sh", "-c", "while :; do :; done", pgroup: true) }
+    at_exit { stop }
+    @pids.size
+  end
+
+  def stop
+    @pids.each { |pid| Process.kill(:KILL, -pid) rescue nil } # rubocop:disable Style/RescueModifier
+    @pids.clear
   end
 
   def describe(n) = n.zero? ? "quiet machine" : "#{n} busy processes beside it (#{Etc.nprocessors} cores)"
