@@ -61,12 +61,8 @@ static void unflag(const void *vm_thread)
         }
 }
 
-/* A flagging of the worker's (wall mode's flag_threads, or the GVL holder's)
- * that began before the thread left the array ends before the worker's next
- * tick but one (ticks are counted before each flagging), so its Thread
- * object, and the VM struct the worker writes into, stay marked until then.
- * 0, or -1 when out of memory. */
-static uint64_t forget_retired_in_time(void)
+/* Drops the retired threads whose grace has passed; returns the tick count. */
+static uint64_t drop_expired_retired(void)
 {
     uint64_t now = __atomic_load_n(&S.trigger_count, __ATOMIC_RELAXED);
     size_t kept = 0;
@@ -76,9 +72,14 @@ static uint64_t forget_retired_in_time(void)
     return now;
 }
 
+/* A flagging of the worker's (wall mode's flag_threads, or the GVL holder's)
+ * that began before the thread left the array ends before the worker's next
+ * tick but one (ticks are counted before each flagging), so its Thread
+ * object, and the VM struct the worker writes into, stay marked until then.
+ * 0, or -1 when out of memory. */
 static int keep_for_the_worker(VALUE thread)
 {
-    uint64_t now = forget_retired_in_time();
+    uint64_t now = drop_expired_retired();
     if (hk_array_grow((void **)&S.retired, &S.retired_cap, S.nretired + 1, sizeof(*S.retired)) < 0) return -1;
     S.retired[S.nretired++] = (struct hk_retired){thread, now + 2};
     return 0;
@@ -113,7 +114,7 @@ void hk_sampler_thread_retire(hk_thread *t)
 void hk_sampler_threads_mark(void)
 {
     for (size_t i = 0; i < S.nthreads; i++) rb_gc_mark(S.threads[i].thread);
-    forget_retired_in_time();
+    drop_expired_retired();
     for (size_t i = 0; i < S.nretired; i++) rb_gc_mark(S.retired[i].thread);
 }
 
