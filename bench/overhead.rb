@@ -26,6 +26,7 @@ require "rbconfig"
 
 LIB = File.expand_path("../lib", __dir__)
 require_relative "bench_ext"
+require_relative "paired_stats"
 RUNS = Integer(ENV.fetch("HAKARI_BENCH_RUNS", "11"))
 PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2,callback").split(",")
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "301"))
@@ -232,25 +233,9 @@ def child(*args, env: {})
   JSON.parse(out.lines.last, symbolize_names: true)
 end
 
-def median(xs) = xs.sort[xs.size / 2]
-def pct(ratio) = format("%+6.2f%%", 100.0 * (ratio - 1))
-
-# The host's speed drifts by several percent over seconds (a VM with neighbours), far
-# more than the 1% we look for. Runs of one round are close in time, so a slowdown is
-# judged on each round's own ratio (setup / unprofiled of the same round), and the
-# median of those ratios is reported with their interquartile range.
+include PairedStats
 
 def ratios(times, w, a, b, clock) = times[[w, a]].zip(times[[w, b]]).map { |x, y| x[clock] / y[clock] }
-def iqr(xs) = (s = xs.sort; format("%s..%s", pct(s[s.size / 4]), pct(s[(s.size * 3) / 4])).gsub(" ", ""))
-
-# 95 % confidence interval of a median, from the order statistics of the sorted sample
-def median_ci(xs)
-  s = xs.sort
-  half = 0.98 * Math.sqrt(s.size)
-  lo = [(s.size / 2.0 - half).floor, 0].max
-  hi = [(s.size / 2.0 + half).ceil, s.size - 1].min
-  format("%s..%s", pct(s[lo]), pct(s[hi])).gsub(" ", "")
-end
 
 # wall: the slowdown the target is about. thread CPU: the profiled thread's own CPU time,
 # which leaves out the time the hypervisor took the core away (steal), so it scatters less

@@ -122,6 +122,21 @@ class StatesTest < Minitest::Test
     end
   end
 
+  # HAKARI_STATE_HOOKS=off (what the overhead bench compares against): no GVL or GC hook, the
+  # states told as on a Ruby without them, and the profile says so
+  def test_state_hooks_off_tells_the_states_as_without_hooks
+    script = <<~'RUBY'
+      d = Hakari.start(mode: :wall) { Array.new(2) { Thread.new { x = 0; 2_000_000.times { x += 1 } } }.each(&:join); 3.times { GC.start } }
+      leaves = d[:samples].map { |fr, *| fr.first[0] }.uniq.grep(/\A\[/)
+      print Marshal.dump([leaves, d[:states]])
+    RUBY
+    out = IO.popen({ "HAKARI_STATE_HOOKS" => "off" }, [RbConfig.ruby, "-I", ENGINE_LIB, "-rhakari", "-e", script], &:read)
+    leaves, how = Marshal.load(out) # rubocop:disable Security/MarshalLoad
+    assert_equal "gvl:off-gvl-counts-as-blocked gc:off(HAKARI_STATE_HOOKS=off)", how
+    assert_includes leaves, "[GVL blocked]" # the main thread's join, and each worker's waits
+    ["[GVL wait]", "[GC marking]", "[GC sweeping]"].each { |leaf| refute_includes leaves, leaf }
+  end
+
   def test_every_sample_has_a_state_label_in_pprof
     data = Hakari.start(mode: :wall) { Thread.new { sleep 0.05 }.join; GC.start }
     raw = Zlib.gunzip(data.encode(:pprof))

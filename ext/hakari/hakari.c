@@ -372,9 +372,10 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
                  HK_MAX_MAX_DEPTH);
     cfg.max_depth = (int)x;
     cfg.aggregate = boolean_option("aggregate", aggregate);
-    static const char *const clocks[] = {"", "perf"}, *const walks[] = {"", "ruby", "verify"};
+    static const char *const clocks[] = {"", "perf"}, *const walks[] = {"", "ruby", "verify"}, *const offs[] = {"", "off"};
     cfg.cpu_clock = (hk_cpu_clock_choice)env_choice("HAKARI_CPU_CLOCK", clocks, 2);
     cfg.walk = env_choice("HAKARI_STACK_WALK", walks, 3);
+    cfg.no_state_hooks = env_choice("HAKARI_STATE_HOOKS", offs, 2);
     char err[256];
     if (hk_tracer_running()) rb_raise(rb_eRuntimeError, "hakari: hakari is already running");
     if (hk_sampler_start(&cfg, err, sizeof(err)) < 0) rb_raise(rb_eRuntimeError, "hakari: %s", err);

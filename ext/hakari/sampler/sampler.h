@@ -28,6 +28,8 @@ typedef struct hk_sampler_config {
     int max_depth;
     hk_cpu_clock_choice cpu_clock;
     int walk; /* how stacks are read: hk_walk_choice (stack_walk.h), HAKARI_STACK_WALK */
+    int no_state_hooks; /* 1: neither Ruby's GVL nor its GC hooks, as on a Ruby without them
+                         * (HAKARI_STATE_HOOKS=off: what the hooks cost, for the overhead bench) */
 } hk_sampler_config;
 
 /* The counters a profile carries, each once: its name (as Hakari::Profile#counters

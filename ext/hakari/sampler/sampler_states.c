@@ -356,6 +356,7 @@ void hk_states_start(void)
                                          gc_hook, NULL);
         rb_gc_register_mark_object(G.tracepoint);
     }
+    if (S.cfg.no_state_hooks) return; /* the states are told as where Ruby has no hooks */
 #ifdef HK_GC_EVENTS
     rb_tracepoint_enable(G.tracepoint);
 #endif
@@ -413,6 +414,9 @@ void hk_states_forget(void)
 
 const char *hk_states_how(void)
 {
+    if (S.cfg.no_state_hooks)
+        return S.cfg.mode == HK_MODE_CPU ? "gc:off(HAKARI_STATE_HOOKS=off)"
+                                         : "gvl:off-gvl-counts-as-blocked gc:off(HAKARI_STATE_HOOKS=off)";
     if (S.cfg.mode == HK_MODE_CPU) return GC_HOW;
 #ifdef HK_GVL_EVENTS
     return "gvl:events " GC_HOW;

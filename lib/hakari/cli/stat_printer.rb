@@ -75,7 +75,7 @@ module Hakari
           lines << format("%14s ms %5s %%  %s", ms(ns), pct(ns, total), label)
         end
         if @p["states"].to_s.include?("off-gvl-counts-as-blocked")
-          lines << "   (this Ruby has no GVL events: a wait for the GVL counts as blocked, and a new"
+          lines << "   (no GVL events: a wait for the GVL counts as blocked, and a new"
           lines << "    thread's wait for its first GVL is not seen)"
         end
         calls = @p["blocking_calls"].to_s.split.map { |pair| pair.split("=", 2) }.reject { |_, ns| ns.to_i < 50_000 }
