@@ -163,4 +163,25 @@ class HTMLTest < Minitest::Test
       assert_equal top_self, selfs.first
     end
   end
+
+  # the state selector keeps one state's samples: blocked shows the sleep and the join, and its
+  # total is the profile's blocked time; running shows fib and no blocked leaf
+  def test_state_selector_keeps_one_states_samples
+    blocked_ns = @profile[:samples].sum { |frames, w| frames.first[0] == "[GVL blocked]" ? w : 0 }
+    open_page do |b|
+      options = b.eval("[...document.querySelectorAll('#state option')].map(o => o.value)")
+      assert_equal ["", "running", "[GVL blocked]"], options.first(3)
+      pick = ->(value) { b.eval("{ const s = document.getElementById('state'); s.value = #{value.to_json}; s.dispatchEvent(new Event('change')); }") }
+      pick.("[GVL blocked]")
+      names = frames(b).map(&:first)
+      assert_includes names, "Kernel#sleep"
+      assert_includes names, "Thread#join"
+      b.eval("const s = document.getElementById('search'); s.value = '.'; s.dispatchEvent(new Event('input'))")
+      assert_in_delta blocked_ns / 1000.0, b.eval("+document.getElementById('matches').dataset.sum"), blocked_ns / 1000.0 * 0.001 + 1
+      pick.("running")
+      names = frames(b).map(&:first)
+      assert_includes names, "Object#fib"
+      refute_includes names, "[GVL blocked]"
+    end
+  end
 end
