@@ -27,7 +27,7 @@ static hk_profile *decode(const void *data, size_t n)
 
 static hk_profile *decode_buf(const hk_buf *b) { return decode(b->data, b->len); }
 
-/* profile.proto written by hand, field numbers as in shared/REFERENCE.md */
+/* pprof messages written by hand, with profile.proto's field numbers */
 static void put_str(hk_buf *b, const char *s) { hk_pb_bytes(b, 6, s, strlen(s)); }
 static void put_msg(hk_buf *b, uint32_t field, hk_buf *m)
 {

@@ -23,7 +23,8 @@ module Hakari
         o = Parsed.new(mode: name == "record" ? :cpu : :wall,
                        frequency: Hakari::DEFAULT_FREQUENCY, print: false, verbose: false,
                        report: name == "exec")
-        rest = parser(name, o).order(argv) # order: stop at the command, so its own flags stay its own
+        # order: stop at the command, so its own flags stay its own
+        rest = usage_errors(name, "hakari help") { parser(name, o).order(argv) }
         raise UsageError, "#{name} needs a command to run (e.g. hakari #{name} ruby app.rb)" if rest.empty?
         if o.measure && o.mode != :trace
           raise UsageError, "--measure applies to -m trace (mode is #{o.mode})"
@@ -34,10 +35,16 @@ module Hakari
         o.output ||= Hakari::Output.default_path(o.format) if name == "record" && (!o.print || o.format)
         o.output &&= check_output(o.output)
         o
+      end
+
+      # The block's value; OptionParser's errors become a UsageError naming the option, and
+      # `help` the page that lists the accepted ones.
+      def usage_errors(name, help)
+        yield
       rescue OptionParser::InvalidOption => e
-        raise UsageError, "unknown option #{e.args.first.inspect} for #{name} (see hakari help)"
+        raise UsageError, "unknown option #{e.args.first.inspect} for #{name} (see #{help})"
       rescue OptionParser::AmbiguousOption => e
-        raise UsageError, "ambiguous option #{e.args.first.inspect} for #{name} (see hakari help)"
+        raise UsageError, "ambiguous option #{e.args.first.inspect} for #{name} (see #{help})"
       rescue OptionParser::MissingArgument => e
         raise UsageError, "option #{e.args.first} needs a value"
       rescue OptionParser::NeedlessArgument => e

@@ -113,16 +113,10 @@ module Hakari
       # => [Parsed, file arguments]; raises UsageError naming the bad option or value
       def parse(name, argv)
         o = Parsed.new(top: name == "annotate" ? 3 : TOP_DEFAULT, lines: false, absolute: false, context: 2)
-        files = parser(name, o).parse(argv)
+        files = Options.usage_errors(name, "hakari help #{name}") { parser(name, o).parse(argv) }
         o.output &&= File.expand_path(check_output(o.output))
         o.html &&= File.expand_path(check_output(o.html))
         [o, files]
-      rescue OptionParser::InvalidOption => e
-        raise UsageError, "unknown option #{e.args.first.inspect} for #{name} (see hakari help #{name})"
-      rescue OptionParser::MissingArgument => e
-        raise UsageError, "option #{e.args.first} needs a value"
-      rescue OptionParser::ParseError => e
-        raise UsageError, e.message
       end
 
       def parser(name, o)
