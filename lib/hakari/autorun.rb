@@ -75,6 +75,7 @@ module Hakari
       require "hakari"
       Hakari.send(:check_format, env[S::ENV_FORMAT]) # now: a bad format must not cost the whole run
       @gc_before = GC.stat # before start: the profiler's own setup is not the program's GC
+      @gc_after = {} # made now: an allocation in finish, before stop, could run a GC step there
       at_exit { finish } # before start, or trace mode would count the call
       Hakari.start(**start_options(env))
       @started = true
@@ -101,12 +102,11 @@ module Hakari
       return unless Process.pid == @pid # a forked child: the parent writes
       # read by the engine as the program's time ends: building the profile is the profiler's
       # cost, not the program's, and a GC.stat called here could be sampled under this method
-      gc = {}
-      data = Hakari.stop(gc_stat_into: gc)
+      data = Hakari.stop(gc_stat_into: @gc_after)
       return fail_with("profiling was stopped by the program before exit (Hakari.stop)") unless data
       result = { "status" => "ok", "pid" => @pid }
       data.counters.each { |k, v| result[k.to_s] = v }
-      gc_deltas(@gc_before, gc).each { |k, v| result[k] = v }
+      gc_deltas(@gc_before, @gc_after).each { |k, v| result[k] = v }
       states(data).each { |k, v| result[k] = v } unless data[:mode] == :trace
       S.write_atomic(File.join(@dir, S::REPORT_FILE), data.encode(:text)) if @dir && @report
       if @output
