@@ -33,17 +33,18 @@ module Hakari
     # Starts profiling. With a block: profiles it, writes output: if given, returns the Profile.
     # mode: :cpu / :wall sample; mode: :trace records every call (measure:, exclude:, threads:, …).
     def start(mode: :cpu, frequency: DEFAULT_FREQUENCY, output: nil, format: nil, aggregate: true,
-              verbose: false, max_depth: DEFAULT_MAX_DEPTH, **trace_options, &block)
+              verbose: false, max_depth: DEFAULT_MAX_DEPTH, synthesize: nil, **trace_options, &block)
       fmt = output ? resolve_format(output, format) : check_format(format)
       check_output(output) if output
       raise ArgumentError, "invalid verbose: #{verbose.inspect} (expected true or false)" unless [true, false].include?(verbose)
       raise "hakari is already running (call Hakari.stop first)" if running?
 
       if mode == :trace || mode == "trace"
+        raise ArgumentError, "synthesize: applies to mode: :cpu and :wall (tracing sees every call)" unless synthesize.nil?
         start_trace(**trace_options)
       else
         reject_trace_options(mode, trace_options)
-        Native.start(mode, frequency, aggregate, max_depth)
+        Native.start(mode, frequency, aggregate, max_depth, synthesize.nil? ? true : synthesize)
       end
       @session = { output: output, format: fmt, verbose: verbose }
       return true unless block

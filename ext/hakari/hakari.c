@@ -313,6 +313,7 @@ static VALUE profile_counters(VALUE self)
     SET(h, "timer", rb_str_new_cstr(st->timer_kind ? st->timer_kind : "none"));
     SET(h, "stack_walker", rb_str_new_cstr(st->stack_walker ? st->stack_walker : "none"));
     SET(h, "states", rb_str_new_cstr(st->states ? st->states : "none"));
+    SET(h, "synthesized", rb_str_new_cstr(st->synthesized ? st->synthesized : "off"));
     return h;
 }
 
@@ -354,8 +355,8 @@ static int env_choice(const char *var, const char *const *accepted, int n)
     rb_raise(rb_eArgError, "invalid %s=%s (expected %" PRIsVALUE ", or unset)", var, v, list);
 }
 
-/* Native.start(mode, frequency, aggregate, max_depth) -> true */
-static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregate, VALUE max_depth)
+/* Native.start(mode, frequency, aggregate, max_depth, synthesize) -> true */
+static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregate, VALUE max_depth, VALUE synthesize)
 {
     hk_sampler_config cfg;
     long x;
@@ -372,6 +373,7 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
                  HK_MAX_MAX_DEPTH);
     cfg.max_depth = (int)x;
     cfg.aggregate = boolean_option("aggregate", aggregate);
+    cfg.synthesize = boolean_option("synthesize", synthesize);
     static const char *const clocks[] = {"", "perf"}, *const walks[] = {"", "ruby", "verify"}, *const offs[] = {"", "off"};
     cfg.cpu_clock = (hk_cpu_clock_choice)env_choice("HAKARI_CPU_CLOCK", clocks, 2);
     cfg.walk = env_choice("HAKARI_STACK_WALK", walks, 3);
@@ -614,7 +616,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
 
     mHakari = rb_define_module("Hakari");
     mNative = rb_define_module_under(mHakari, "Native");
-    rb_define_module_function(mNative, "start", native_start, 4);
+    rb_define_module_function(mNative, "start", native_start, 5);
     rb_define_module_function(mNative, "stop", native_stop, -1);
     rb_define_module_function(mNative, "snapshot", native_snapshot, 1);
     rb_define_module_function(mNative, "running?", native_running_p, 0);

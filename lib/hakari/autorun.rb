@@ -52,7 +52,15 @@ module Hakari
       opts[:measure] = env[S::ENV_MEASURE].to_sym if env[S::ENV_MEASURE]
       opts[:frequency] = frequency(env[S::ENV_FREQUENCY]) if env[S::ENV_FREQUENCY]
       opts[:verbose] = true if env[S::ENV_VERBOSE] == "1"
+      opts[:synthesize] = synthesize(env[S::ENV_SYNTHESIZE]) if env[S::ENV_SYNTHESIZE]
       opts
+    end
+
+    # true or false, or ArgumentError naming the variable, its value and what is accepted
+    def synthesize(value)
+      return value == "1" if %w[0 1].include?(value)
+
+      raise ArgumentError, "invalid #{S::ENV_SYNTHESIZE} #{value.inspect} (expected 0 or 1)"
     end
 
     # an integer, or ArgumentError naming the variable, its value and the range; the range

@@ -483,7 +483,7 @@ HK_HOT static void sample_job(void *arg)
 hk_leaf hk_sampler_leaf_now(void)
 {
     const void *slot = __atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED);
-    return (hk_leaf){slot, hk_stack_walk_read_leaf(slot)};
+    return (hk_leaf){.slot = slot, .cfp = hk_stack_walk_read_leaf(slot)};
 }
 
 /* ctx: signal (the worker). A trigger (hk_sampler_trigger) flags one context:
@@ -505,6 +505,8 @@ static void flag_threads(void)
 void hk_sampler_trigger(clockid_t c, int64_t value, int state, hk_leaf leaf)
 {
     __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
+    /* read here, once a tick is made, not at each of cpu mode's looks */
+    if (S.synth) leaf.synth = hk_synth_read(leaf.cfp, &leaf.iseq);
     /* seqlock writer: the odd sequence must be visible before any field changes */
     __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -557,6 +559,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    S.synth = hk_synth_start(cfg->synthesize, &S.synth_how);
     S.last_thread = (size_t)-1; /* none: the first sample looks its thread up (current_thread) */
     S.period_ns = 1000000000LL / cfg->frequency;
     S.tick.clock = (clockid_t)-1; /* no tick yet */
@@ -596,6 +599,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     }
     if (rc < 0) {
         S.running = 0;
+        hk_synth_stop();
         hk_sampler_tables_free();
         return -1;
     }
@@ -619,6 +623,9 @@ static void fill_totals(hk_sampler_stats *st)
     st->dropped_count = S.dropped_count + S.unresolved_count + (S.cfg.mode == HK_MODE_CPU && hk_cpu_clock_failed());
     st->moved_count = S.moved_count;
     st->stale_count = S.stale_count;
+    st->synthesized_count = S.synthesized_count;
+    st->synthesized = S.synth && hk_synth_yjit_now() ? "on until YJIT was enabled: compiled code does not keep a frame's pc current"
+                                                     : S.synth_how;
     /* TSC ticks -> ns, calibrated against the monotonic clock since start */
     double scale = 1.0;
     uint64_t ticks = hk_tsc() - S.start_tsc;
@@ -683,6 +690,7 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats, void (*at_end)(void *), voi
     if (S.cfg.mode == HK_MODE_WALL && S.nthreads > 1) sample_waiting_threads(cur, S.stop_mono_ns);
     take_other_threads_tails(cur);
     S.running = 0;
+    hk_synth_stop();
     rb_remove_event_hook(thread_hook);
     thread_hook_added = 0;
     hk_states_stop();
@@ -746,6 +754,7 @@ void hk_sampler_mark(void)
          rec = hk_ring_next(&S.ring, &cursor, &words))
         if (hk_sample_has_capture((const sample_head *)rec)) hk_stack_walk_mark_capture(rec + HEAD_WORDS);
     hk_stack_walk_mark();
+    hk_synth_mark();
     pthread_mutex_unlock(&hk_resolve_lock);
 }
 

@@ -30,6 +30,7 @@ typedef struct hk_sampler_config {
     int walk; /* how stacks are read: hk_walk_choice (stack_walk.h), HAKARI_STACK_WALK */
     int no_state_hooks; /* 1: neither Ruby's GVL nor its GC hooks, as on a Ruby without them
                          * (HAKARI_STATE_HOOKS=off: what the hooks cost, for the overhead bench) */
+    int synthesize;     /* frames for methods run by specialized instructions (stack_walk.h) */
 } hk_sampler_config;
 
 /* The counters a profile carries, each once: its name (as Hakari::Profile#counters
@@ -43,6 +44,7 @@ typedef struct hk_sampler_config {
     X(dropped_count, "samples lost: no frames, out of memory, the worker too far behind")               \
     X(moved_count, "samples given to the stack running at the tick, not to calls made after it")        \
     X(stale_count, "cpu mode: late ticks' samples given to the previous sample's stack (pace.h)")       \
+    X(synthesized_count, "samples given a frame for the method a specialized instruction ran (Integer#+)") \
     X(sampling_time_ns, "time inside the sampling callback, paid by the profiled threads")              \
     X(stack_walk_time_ns, "of which capturing stacks (stack_walk.h)")                                   \
     X(resolve_time_ns, "turning captures into the profile: on the worker, and at stop")                 \
@@ -66,6 +68,7 @@ typedef struct hk_sampler_stats {
     const char *timer_kind;
     const char *stack_walker; /* stack_walk.h: how the frames were read */
     const char *states;       /* how the states were told apart (sampler_states.c) */
+    const char *synthesized;  /* whether frames were synthesized for specialized instructions, and why not */
 } hk_sampler_stats;
 
 /* ctx: GVL. 0, or -1 with a message in err (already running, timer failure). */

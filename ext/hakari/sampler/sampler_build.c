@@ -113,6 +113,8 @@ static void add_comments(hk_profile *p, const hk_sampler_stats *st)
     hk_profile_add_comment(p, line);
     snprintf(line, sizeof(line), "states=%s", st->states ? st->states : "none");
     hk_profile_add_comment(p, line);
+    snprintf(line, sizeof(line), "synthesized=%s", st->synthesized ? st->synthesized : "off");
+    hk_profile_add_comment(p, line);
 }
 
 /* cpu mode: the process's CPU that no Ruby thread's samples hold (its CPU up

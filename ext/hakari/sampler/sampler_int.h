@@ -83,6 +83,8 @@ typedef struct hk_thread {
 typedef struct hk_leaf {
     const void *slot;
     uintptr_t cfp;
+    uintptr_t iseq; /* the leaf Ruby frame's iseq, when synth is set */
+    uint32_t synth; /* the method its specialized instruction ran (hk_synth_read), or 0 */
 } hk_leaf;
 
 /* The clock reading taken by the timer's worker at the tick, published to the
@@ -112,6 +114,8 @@ typedef struct hk_sampler {
     int64_t start_process_cpu, process_cpu; /* cpu mode: the process's CPU clock at start, and at the
                                                stop call or the latest snapshot */
     int cost_tsc;         /* cost_clock's units are TSC ticks (below) */
+    int synth;            /* frames are synthesized for specialized instructions (hk_synth_start) */
+    const char *synth_how; /* whether, or why not */
     uint64_t start_tsc;
     size_t capture_room;  /* the most words one sample takes in the ring */
     /* the allocations below, kept from one profile to the next (sampler.c keep_tables) */
@@ -157,7 +161,7 @@ typedef struct hk_sampler {
                                                       latest sample saw, where its next period began; 0: none */
     uint32_t *state_stacks; size_t state_stacks_cap; /* by seq * HK_NSTATES + state: 1 + that stack with
                                                         the state's leaf (slot 0: the stack it is for) */
-    uint64_t sample_count, unresolved_count, moved_count, stale_count;
+    uint64_t sample_count, unresolved_count, moved_count, stale_count, synthesized_count;
     uint64_t resolve_time; /* in cost_clock units */
     hk_sampler_stats cleared; /* the totals at the last snapshot that cleared (zero: none) */
     /* read by the timer's worker at every tick, written only at start and stop

@@ -162,6 +162,27 @@ static uint32_t *tick_stack_of(uint32_t seq)
     return &S.tick_stacks[seq];
 }
 
+/* The stack `stack` (the current sample's n frames less the top `skip`,
+ * whose ids are in the key buffer) with the frame of the method the tick's
+ * leaf frame was running through a specialized instruction on top, when that
+ * frame is the stack's leaf; else `stack`. The key buffer is left as it was,
+ * for the next sample. -1: out of memory. */
+static int64_t synthesized(int64_t stack, int n, int skip, const sample_head *h, const uint64_t *cap)
+{
+    if (skip >= n || !hk_stack_walk_ran_at(cap, h->leaf.slot, h->leaf.cfp, h->leaf.iseq)) return stack;
+    uint32_t lid = frame_location(hk_synth_frame(h->leaf.synth), 0);
+    if (!lid) return -1;
+    /* the key as intern_current_stack left it: [thread, [truncated], frames from the root] */
+    int truncated = S.key_truncated;
+    uint32_t *key = S.key_buf + KEY_HEAD - 1 - truncated;
+    uint32_t saved = KEY_POS(n - skip);
+    KEY_POS(n - skip) = lid;
+    int64_t with = hk_intern_seq(&S.stacks, key, (uint32_t)(1 + truncated + n - skip + 1));
+    KEY_POS(n - skip) = saved;
+    if (with >= 0) S.synthesized_count++;
+    return with;
+}
+
 /* One sample: its capture's frames, interned as its stack, its weight added
  * to that stack's row. ctx: the resolve lock. */
 HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
@@ -197,7 +218,8 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
         S.moved_count++;
     }
     if (h->state & HK_HEAD_STACK_ONLY) return; /* its time is in the state parts that follow */
-    if (record((uint32_t)stack, h->weight, h->time_ns) < 0) goto drop;
+    if (h->leaf.synth && stale_to < 0 && HK_HEAD_TICK(h) == HK_TICK_RUNNING) stack = synthesized(stack, n, skip, h, cap);
+    if (stack < 0 || record((uint32_t)stack, h->weight, h->time_ns) < 0) goto drop;
     S.sample_count++;
     return;
 drop:

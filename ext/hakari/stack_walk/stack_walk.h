@@ -126,6 +126,44 @@ uintptr_t hk_stack_walk_read_leaf(const void *slot);
  * 0 when slot is not the captured context's or leaf is not in its stack. */
 int hk_stack_walk_pushed_since(const uint64_t *cap, const void *slot, uintptr_t leaf);
 
+/* Synthesized frames (synth_frames.c): methods the VM runs through a
+ * specialized instruction (Integer#+ as opt_plus, String#=~ as
+ * opt_regexpmatch2, Hash#[] as opt_aref, ...) push no frame, so their time
+ * would sit in their caller's. At a tick the worker reads which one the
+ * leaf Ruby frame is running and the class of its receiver; the sample gets
+ * that method's entry as its leaf, above that frame. */
+
+/* ctx: GVL, at start, after hk_stack_walk_start. Learns this Ruby's
+ * specialized instructions (once per process); 1 when this session
+ * synthesizes frames (want, and they can be read here), else 0. *how says
+ * which, and why not. */
+int hk_synth_start(int want, const char **how);
+/* ctx: GVL, at stop. */
+void hk_synth_stop(void);
+/* ctx: any. YJIT is on (it may be enabled while a session runs) */
+int hk_synth_yjit_now(void);
+/* ctx: any thread, async-signal-safe (the worker at a tick). The number of
+ * the method the specialized instruction the Ruby frame at cfp runs stands
+ * for, and that frame's iseq in *iseq; 0 when it runs none (or it cannot be
+ * told, or the session does not synthesize). */
+uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq);
+/* ctx: any. The method entry of number id (pinned for the process's life), or 0. */
+VALUE hk_synth_frame(uint32_t id);
+/* ctx: GC mark phase. */
+void hk_synth_mark(void);
+/* ctx: the resolve lock, right after hk_stack_walk_resolve(cap). Whether the
+ * capture read the context at slot, holds its control frame at cfp as a
+ * Ruby frame running iseq, and gave a frame for it: a frame read at the tick
+ * is still the one the sample's stack holds. cfp and iseq are only compared. */
+int hk_stack_walk_ran_at(const uint64_t *cap, const void *slot, uintptr_t cfp, uintptr_t iseq);
+/* ctx: any thread, async-signal-safe. Copies bytes at `at` into to, by a
+ * system call that cannot fault (the memory may be freed meanwhile); 1 when
+ * all were read. */
+int hk_stack_walk_read_words(const void *at, void *to, size_t bytes);
+/* the same for n pieces, copied one after the other by one system call */
+struct iovec;
+int hk_stack_walk_read_vec(const struct iovec *local, const struct iovec *remote, int n);
+
 /* ctx: GVL, at stop. Frees the tables; unpins what they held. */
 void hk_stack_walk_stop(void);
 /* ctx: GVL, at a session's stop. Empties the tables (unpinning what they held)

@@ -37,20 +37,37 @@ void hk_stack_walk_report_mismatch(const char *what, int n, int m, int same)
 
 
 
-uintptr_t hk_stack_walk_read_leaf(const void *slot)
+int hk_stack_walk_read_vec(const struct iovec *local, const struct iovec *remote, int n)
 {
 #ifdef HAVE_PROCESS_VM_READV
     static volatile int unavailable; /* seccomp or an old kernel: EPERM, ENOSYS */
-    if (!slot || unavailable) return 0;
-    uintptr_t leaf = 0;
-    struct iovec local = {&leaf, sizeof(leaf)}, remote = {(void *)slot, sizeof(leaf)};
-    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof(leaf)) return leaf;
+    if (unavailable) return 0;
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        if (!remote[i].iov_base) return 0;
+        bytes += remote[i].iov_len;
+    }
+    if (process_vm_readv(getpid(), local, (unsigned long)n, remote, (unsigned long)n, 0) == (ssize_t)bytes) return 1;
     if (errno == EPERM || errno == ENOSYS) unavailable = 1;
     return 0;
 #else
-    (void)slot;
+    (void)local;
+    (void)remote;
+    (void)n;
     return 0;
 #endif
+}
+
+int hk_stack_walk_read_words(const void *at, void *to, size_t bytes)
+{
+    struct iovec local = {to, bytes}, remote = {(void *)at, bytes};
+    return hk_stack_walk_read_vec(&local, &remote, 1);
+}
+
+uintptr_t hk_stack_walk_read_leaf(const void *slot)
+{
+    uintptr_t leaf = 0;
+    return hk_stack_walk_read_words(slot, &leaf, sizeof(leaf)) ? leaf : 0;
 }
 
 const char *hk_stack_walk_kind(void) { return hk_walk_kind; }

@@ -72,11 +72,6 @@ HK_HOT static int method_type(VALUE me, const unsigned int *def, const memo *hin
     return 0;
 }
 
-/* rb_iseq_struct: flags, wrapper, body */
-typedef struct vm_iseq {
-    VALUE flags, wrapper;
-    const void *body;
-} vm_iseq;
 
 /* calc_lineno: the line of pc, from the cache or the line table of the iseq
  * whose body the job read */
@@ -630,6 +625,21 @@ HK_HOT int hk_stack_walk_pushed_since(const uint64_t *cap, const void *slot, uin
     int pushed = 0;
     for (size_t d = depth_tick + 1; d <= depth_now; d++) pushed += W.memo[d].frame != 0;
     return pushed;
+}
+
+/* The control frame at cfp (the tick's leaf) as the capture read it, by its
+ * distance from the capture's leaf; checked by its iseq, since a frame popped
+ * since the tick may have had another pushed at its address. */
+int hk_stack_walk_ran_at(const uint64_t *cap, const void *slot, uintptr_t cfp, uintptr_t iseq)
+{
+    const hk_cap_head *h = (const hk_cap_head *)cap;
+    if (h->kind != HK_CAP_FRAMES || !h->ec || slot != (const void *)&((const vm_ec *)h->ec)->cfp) return 0;
+    uintptr_t now = h->leaf, end = h->end;
+    if (cfp < now || cfp >= end || (cfp - now) % sizeof(vm_frame)) return 0;
+    size_t i = (cfp - now) / sizeof(vm_frame), depth = (end - cfp) / sizeof(vm_frame) - 1;
+    if (i >= h->n || depth >= W.depth_cap) return 0;
+    const raw_frame *rf = (const raw_frame *)(cap + HK_CAP_HEAD_WORDS) + i;
+    return !(rf->pc_bits & RAW_CFRAME) && (uintptr_t)rf->iseq == iseq && W.memo[depth].frame != 0;
 }
 
 #endif

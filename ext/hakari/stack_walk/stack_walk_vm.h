@@ -83,6 +83,12 @@ static inline const vm_frame *vm_stack_end(const vm_ec *ec)
 #define METHOD_TYPE_CFUNC 1
 #define NO_ME_TYPE 0xff
 
+/* rb_iseq_struct: flags, wrapper, body */
+typedef struct vm_iseq {
+    VALUE flags, wrapper;
+    const void *body;
+} vm_iseq;
+
 /* the result for one control frame, and what it was computed from: 32 bytes,
  * two to a cache line. A pc points into the instruction buffer of one live
  * (pinned) iseq, so the pc stands for the iseq too; C frames have none. */

@@ -52,4 +52,7 @@ static inline vm_ec *vm_current_ec(void) { return ruby_current_ec; }
  * is one the walker leaves to rb_profile_frames. */
 #define VM_SKIPS_FRAME_WITHOUT_PC 0
 
+/* struct METHOD (proc.c), what an UnboundMethod wraps: recv, klass, iclass, me */
+#define VM_METHOD_ME_INDEX 3
+
 #endif

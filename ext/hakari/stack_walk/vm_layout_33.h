@@ -61,4 +61,7 @@ static inline const vm_ec *vm_current_ec(void)
 /* No marks: rb_profile_frames would read one as a JIT return address. */
 #define VM_MARKS_ALLOWED 0
 
+/* struct METHOD (proc.c), what an UnboundMethod wraps: recv, klass, iclass, owner, me */
+#define VM_METHOD_ME_INDEX 4
+
 #endif

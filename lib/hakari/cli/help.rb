@@ -25,6 +25,8 @@ module Hakari
           --format FORMAT       pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope
                                 (default: from the -o extension)
           -v, --verbose         print sampling statistics to stderr
+          --no-synthesize       cpu and wall: no frames for methods the VM runs without one
+                                (Integer#+, String#=~, Hash#[] ...; on by default, off under YJIT)
           -h, --help            this command's help
       TEXT
 
@@ -150,10 +152,10 @@ module Hakari
         RUBY API
           require "hakari"
           Hakari.start(mode: :cpu, frequency: 1000, output: nil, format: nil, aggregate: true,
-                       verbose: false, max_depth: 1024) { work }   # block form: stops and returns the profile
+                       verbose: false, max_depth: 1024, synthesize: true) { work }   # block form: returns the profile
           Hakari.start(mode: :wall); work; profile = Hakari.stop    # Hakari.stop => Hakari::Profile or nil
           profile.to_h          # mode, frequency, start_time_ns, duration_ns, trigger_count, sampling_count,
-                                # sample_count, dropped_count, moved_count, stale_count,
+                                # sample_count, dropped_count, moved_count, stale_count, synthesized_count, synthesized,
                                 # sampling_time_ns, stack_walk_time_ns, resolve_time_ns, timer_cpu_ns, thread_count,
                                 # unique_frames, unique_stacks, timer, stack_walker, walk_mismatch_count,
                                 # samples: [[frames, weight_ns, count, thread_seq], ...]

@@ -14,7 +14,7 @@ module Hakari
     module Options
 
       Parsed = Struct.new(:mode, :measure, :frequency, :output, :format, :print,
-                          :verbose, :report, :argv, keyword_init: true)
+                          :verbose, :report, :no_synthesize, :argv, keyword_init: true)
 
       module_function
 
@@ -28,6 +28,9 @@ module Hakari
         raise UsageError, "#{name} needs a command to run (e.g. hakari #{name} ruby app.rb)" if rest.empty?
         if o.measure && o.mode != :trace
           raise UsageError, "--measure applies to -m trace (mode is #{o.mode})"
+        end
+        if o.no_synthesize && o.mode == :trace
+          raise UsageError, "--no-synthesize applies to -m cpu and -m wall (tracing sees every call)"
         end
         o.argv = rest
         # record always writes a file, unless -p alone asked for the report on stdout instead;
@@ -65,6 +68,7 @@ module Hakari
         op.on("-o", "--output PATH") { |v| o.output = v }
         op.on("--format FORMAT") { |v| o.format = choice("format", v, Hakari::FORMATS) }
         op.on("-v", "--verbose") { o.verbose = true }
+        op.on("--no-synthesize") { o.no_synthesize = true }
         op.on("-p", "--print") { o.print = true } if name == "record"
         op.on("--report") { o.report = true } if name != "record" # exec implies it; accepted anyway
         op.on("-h", "--help") { raise HelpRequested, name }

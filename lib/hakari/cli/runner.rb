@@ -55,6 +55,7 @@ module Hakari
         env[Session::ENV_OUTPUT] = @o.output if @o.output
         env[Session::ENV_FORMAT] = @o.format.to_s if @o.format
         env[Session::ENV_VERBOSE] = "1" if @o.verbose
+        env[Session::ENV_SYNTHESIZE] = "0" if @o.no_synthesize
         env[Session::ENV_REPORT] = "1" if @o.print || @o.report
         env["RUBYLIB"] = [LIB_DIR, ENV["RUBYLIB"]].compact.reject(&:empty?).join(File::PATH_SEPARATOR)
         env["RUBYOPT"] = ["-rhakari/autorun", ENV["RUBYOPT"]].compact.reject(&:empty?).join(" ")
