@@ -207,7 +207,8 @@ end
 def child_callback(mode, depth)
   require "hakari"
   s0 = machine_cpu
-  p = Hakari.start(mode: mode.to_sym, frequency: 1000) { descend(depth, 1.0) }.to_h
+  synthesize = ENV["HAKARI_BENCH_SYNTHESIZE"] != "0"
+  p = Hakari.start(mode: mode.to_sym, frequency: 1000, synthesize: synthesize) { descend(depth, 1.0) }.to_h
   { ns: p[:sampling_time_ns].fdiv(p[:sampling_count]), walk_ns: p[:stack_walk_time_ns].fdiv(p[:sampling_count]),
     resolve_ns: p[:resolve_time_ns].fdiv(p[:sampling_count]),
     samples: p[:sampling_count], walker: p[:stack_walker], steal: machine_cpu[:steal] - s0[:steal],
@@ -347,14 +348,16 @@ if PARTS.include?("callback")
   puts format("\ntimer-thread floor: a bare C thread that only sleeps 1 ms at a time spends %.1f us of CPU per " \
               "wake-up here,\n  %.1f %% of a core at 1000 Hz, whatever it sleeps on; hakari's worker pays that on the other core",
               w = CWork.wake_cost_us(2000), w / 10)
-  # The walker reads the VM's control frames where it knows their layout (Ruby 3.1); the
-  # second row of each pair forces rb_profile_frames, run alternately with the first so that
-  # both see the same spells of the VM's noise.
+  # The walker reads the VM's control frames where it knows their layout; the second row of
+  # each group turns off synthesized frames (read by the worker at the tick, not in the
+  # callback: the two should match), the third forces rb_profile_frames; the rows run
+  # alternately so that all see the same spells of the VM's noise.
   puts "\nsampling callback cost (1000 Hz, 1 s spinning at the bottom of the stack; median of 5 runs;"
-  puts "  each pair of rows run alternately, so both see the same noise; 'steal' is the CPU time the hypervisor took)"
+  puts "  each group of rows run alternately, so all see the same noise; 'steal' is the CPU time the hypervisor took)"
   puts format("  (one clock_gettime here: CLOCK_THREAD_CPUTIME_ID %.0f ns, CLOCK_MONOTONIC %.0f ns)",
               CWork.clock_cost_ns(Process::CLOCK_THREAD_CPUTIME_ID), CWork.clock_cost_ns(Process::CLOCK_MONOTONIC))
-  WALKERS = { "default" => {}, "ruby" => { "HAKARI_STACK_WALK" => "ruby" } }.freeze
+  WALKERS = { "default" => {}, "no synthesis" => { "HAKARI_BENCH_SYNTHESIZE" => "0" },
+              "ruby" => { "HAKARI_STACK_WALK" => "ruby" } }.freeze
   %w[cpu wall].each do |mode|
     DEPTHS.each do |d|
       runs = Hash.new { |h, k| h[k] = [] }
@@ -362,8 +365,9 @@ if PARTS.include?("callback")
       WALKERS.each_key do |name|
         rs = runs[name]
         c = rs.sort_by { |x| x[:ns] }[2]
+        label = name == "no synthesis" ? "synthesize: false" : c[:walker][0, 26]
         puts format("  %-4s depth %3d (%3d frames), %-26s %5.0f ns per sample over %d samples (runs: %s ns; steal %.2f s)",
-                    mode, d, c[:frames], c[:walker][0, 26] + ":", c[:ns], c[:samples], rs.map { |x| x[:ns].round }.join(", "),
+                    mode, d, c[:frames], label + ":", c[:ns], c[:samples], rs.map { |x| x[:ns].round }.join(", "),
                     rs.sum { |x| x[:steal] })
         puts format("%31s of which reading the stack %.0f ns, hakari's own work %.0f ns; then, off the profiled " \
                     "thread, resolving %.0f ns", "", c[:walk_ns], c[:ns] - c[:walk_ns], c[:resolve_ns])

@@ -1,106 +1,79 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "open3"
 
 # Frames for the methods the VM runs through specialized instructions (String#=~ as
-# opt_regexpmatch2, Hash#[] as opt_aref ...), which push no frame of their own.
+# opt_regexpmatch2, Hash#[] as opt_aref ...), which push no frame of their own. The workloads
+# run in a fresh Ruby (test/fixtures/synthesize_workload.rb): after a tracing test, 3.1 runs
+# these methods as real calls, with frames.
 class SynthesizeTest < Minitest::Test
-  RE = /([a-z]+)(\d)\s/
-  TALK_STR = "abc123" * 1000
-  KEYS = Array.new(200) { |i| format("%0200d", i) }
-  HASH = KEYS.to_h { |k| [k, k.size] }
-  LONG = "y" * 4000
-
-  # the talk's example: the regexp match is nearly all the time, the addition next to none
-  def talk(n)
-    a = 0
-    str = TALK_STR
-    n.times do
-      a += 1
-      str =~ RE
-    end
-    a
-  end
-
-  # one kind of specialized send each, in a while loop (whose i < n and i += 1 are two more)
-  def op_hash_aref(n) = (h = HASH; k = KEYS[7].dup; i = 0; (h[k]; i += 1) while i < n; i)
-  def op_array_aref(n) = (a = KEYS; i = 0; (a[i & 127]; i += 1) while i < n; i)
-  def op_string_eq(n) = (l = LONG; r = "y" * LONG.size; i = 0; (l == r; i += 1) while i < n; i)
-  def op_float_mul(n) = (f = 1.5; i = 0; (f * f; i += 1) while i < n; i)
-  def op_string_size(n) = (s = LONG; i = 0; (s.size; i += 1) while i < n; i)
-  def op_regexp(n) = (s = TALK_STR[0, 600]; i = 0; (s =~ RE; i += 1) while i < n; i)
-
-  # what each op_ method may show as a synthesized leaf: its own instruction, and the loop's
+  WORKLOAD = File.expand_path("fixtures/synthesize_workload.rb", __dir__)
+  # what each method may show as a synthesized leaf: its own instructions, and the loop's
   OPS = {
-    op_hash_aref: "[]", op_array_aref: "[] &", op_string_eq: "==", op_float_mul: "*",
-    op_string_size: "size", op_regexp: "=~",
+    op_hash_aref: %w[[]], op_array_aref: %w[[] &], op_string_eq: %w[==], op_float_mul: %w[*],
+    op_string_size: %w[size], op_regexp: %w[=~],
   }.freeze
   LOOP = %w[< +].freeze
+  # the ones long enough for their receiver's class to be read while they run; a short one
+  # (Float#*, Array#[] by index) gets its instruction's usual class
+  LONG_OPS = { op_hash_aref: "Hash#[]", op_string_eq: "String#==", op_regexp: "String#=~" }.freeze
 
   def yjit? = defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled?
 
-  def self_shares(profile, under)
-    times = Hash.new(0)
-    total = 0
-    profile[:samples].each do |frames, weight, _count, _thread|
-      next unless frames.any? { |f| f[0] == under }
-
-      total += weight
-      times[frames[0][0]] += weight
-    end
-    times.transform_values { |t| t.fdiv(total) }
+  # [counters, shares] of the workload's scenario, run in a fresh Ruby of this lane
+  def run_workload(*args)
+    out, err, status = Open3.capture3(RbConfig.ruby, "-I", ENGINE_LIB, WORKLOAD, *args)
+    assert status.success?, "#{args.join(' ')}: #{err}"
+    Marshal.load(out) # rubocop:disable Security/MarshalLoad -- our own child's output
   end
 
   def test_the_talks_example_shows_the_regexp_match_and_not_the_addition
-    talk(200)
-    profile = Hakari.start(mode: :cpu) { talk(3000) }
-    shares = self_shares(profile, "SynthesizeTest#talk")
+    counters, shares = run_workload("talk")
+    talk = shares[:talk]
     # under YJIT, which keeps no current pc, YJIT's own call of String#=~ has a real frame
-    assert_operator shares["String#=~"], :>, 0.9, shares.inspect
-    assert_operator shares.fetch("Integer#+", 0), :<, 0.05, shares.inspect
+    assert_operator talk.fetch("String#=~", 0), :>, 0.9, talk.inspect
+    assert_operator talk.fetch("Integer#+", 0), :<, 0.05, talk.inspect
     if yjit?
-      assert_equal 0, profile[:synthesized_count]
-      assert_match(/\Aoff under YJIT/, profile[:synthesized])
+      assert_equal 0, counters[:synthesized_count]
+      assert_match(/\Aoff under YJIT/, counters[:synthesized])
     else
-      assert_equal "on", profile[:synthesized]
-      assert_operator profile[:synthesized_count], :>, profile[:sample_count] / 2
+      assert_equal "on", counters[:synthesized]
+      assert_operator counters[:synthesized_count], :>, counters[:sample_count] / 2
     end
   end
 
   def test_synthesize_false_adds_no_frame
-    talk(200)
-    profile = Hakari.start(mode: :wall, synthesize: false) { talk(1000) }
-    assert_equal 0, profile[:synthesized_count]
-    assert_equal "off (synthesize: false)", profile[:synthesized]
-    shares = self_shares(profile, "SynthesizeTest#talk")
-    assert_nil shares["String#=~"] unless yjit?
+    counters, shares = run_workload("talk", "false")
+    assert_equal 0, counters[:synthesized_count]
+    assert_equal "off (synthesize: false)", counters[:synthesized]
+    assert_nil shares[:talk]["String#=~"], shares.inspect unless yjit?
   end
 
-  # Every synthesized frame names the instruction that was running in that method: its own
-  # operation or the loop's. The class it names comes from the receiver's slot, read while the
-  # instruction runs, a vote per instruction; an instruction too short to be found running
-  # (Float#*, Array#[] by index) gets its usual class, so only long ones are checked for it.
-  LONG_OPS = { op_hash_aref: "Hash#[]", op_string_eq: "String#==", op_regexp: "String#=~" }.freeze
-
+  # Every synthesized frame names an instruction that was running in that method: its own
+  # operation or the loop's. The class it names is read from the receiver's slot, a vote per
+  # instruction: for the long ones, the class the instruction serves there gets nearly all.
   def test_every_synthesized_frame_is_an_instruction_of_its_method
-    OPS.each_key { |m| send(m, 20_000) }
-    profile = Hakari.start(mode: :cpu) { OPS.each_key { |m| send(m, 1_000_000) } }
-    skip_yjit_checked(profile) and return
+    counters, shares = run_workload("ops")
+    if yjit?
+      assert_equal 0, counters[:synthesized_count]
+      return
+    end
     OPS.each do |m, mids|
-      shares = self_shares(profile, "SynthesizeTest##{m}")
-      shares.each_key do |label|
-        next if label == "SynthesizeTest##{m}" || !label.include?("#")
+      own_shares = shares.fetch(m)
+      own_shares.each_key do |label|
+        next if label == "SynthesizeWorkload.#{m}"
 
-        assert_includes [*mids.split, *LOOP], label.split("#", 2)[1], "#{m}: #{shares.inspect}"
+        assert_includes [*mids, *LOOP], label.split("#", 2)[1], "#{m}: #{own_shares.inspect}"
       end
       next unless (expected = LONG_OPS[m])
 
-      own = shares.select { |label, _| label.end_with?(expected[/#.*/]) }.values.sum
-      # 3.1's interpreter updates the frame's pc after String#=='s comparison: none is seen there
+      own = own_shares.select { |label, _| label.end_with?(expected[/#.*/]) }.values.sum
+      # 3.1's interpreter writes the frame's pc after String#=='s comparison: none is seen there
       next if own < 0.1 && expected == "String#==" && RUBY_VERSION < "3.3"
 
-      assert_operator own, :>, 0.3, "#{m}: #{shares.inspect}"
-      assert_operator shares.fetch(expected, 0), :>=, 0.9 * own, "#{m}: #{shares.inspect}"
+      assert_operator own, :>, 0.3, "#{m}: #{own_shares.inspect}"
+      assert_operator own_shares.fetch(expected, 0), :>=, 0.9 * own, "#{m}: #{own_shares.inspect}"
     end
   end
 
@@ -110,16 +83,5 @@ class SynthesizeTest < Minitest::Test
     e = assert_raises(ArgumentError) { Hakari.start(mode: :trace, synthesize: false) }
     assert_match(/synthesize: applies to mode: :cpu and :wall/, e.message)
     refute Hakari.running?
-  end
-
-  private
-
-  # under YJIT nothing is synthesized, and the profile says so; true when that was checked
-  def skip_yjit_checked(profile)
-    return false unless yjit?
-
-    assert_equal 0, profile[:synthesized_count]
-    assert_match(/\Aoff under YJIT/, profile[:synthesized])
-    true
   end
 end
