@@ -31,9 +31,12 @@ class SynthesizeTest < Minitest::Test
   def test_the_talks_example_shows_the_regexp_match_and_not_the_addition
     counters, shares = run_workload("talk")
     talk = shares[:talk]
-    # under YJIT, which keeps no current pc, YJIT's own call of String#=~ has a real frame
-    assert_operator talk.fetch("String#=~", 0), :>, 0.9, talk.inspect
-    assert_operator talk.fetch("Integer#+", 0), :<, 0.05, talk.inspect
+    # Under YJIT, which keeps no current pc, nothing is synthesized: 3.3's and 3.4's YJIT call
+    # String#=~ with a frame of its own, 3.1's does not for this one (README, Invisible methods).
+    unless yjit? && RUBY_VERSION < "3.3"
+      assert_operator talk.fetch("String#=~", 0), :>, 0.9, talk.inspect
+      assert_operator talk.fetch("Integer#+", 0), :<, 0.05, talk.inspect
+    end
     if yjit?
       assert_equal 0, counters[:synthesized_count]
       assert_match(/\Aoff under YJIT/, counters[:synthesized])

@@ -312,30 +312,50 @@ static VALUE receiver_class(uintptr_t cfp, const vm_frame *f, int recv_at)
 static struct vote {
     const VALUE *pc;
     uint16_t n[VOTE_MAX];
+    uint16_t ticks; /* since the slot was taken: a settled instruction is read one tick in 8 */
 } votes[VOTE_SLOTS];
 
-/* some reading was counted for pc */
-static int voted(const VALUE *pc)
-{
-    const struct vote *v = &votes[((uintptr_t)pc >> 3) % VOTE_SLOTS];
-    if (v->pc != pc) return 0;
-    for (int k = 0; k < VOTE_MAX; k++)
-        if (v->n[k]) return 1;
-    return 0;
-}
-
-/* the index (from in->first) of the method the votes at pc favour, after
- * counting `read` (or none: UINT32_MAX); the usual one when none was read */
-static uint32_t vote(const VALUE *pc, const synth_insn *in, uint32_t read)
+/* pc's slot, taken over (its votes cleared) when another instruction had it */
+static struct vote *vote_slot(const VALUE *pc)
 {
     struct vote *v = &votes[((uintptr_t)pc >> 3) % VOTE_SLOTS];
     if (v->pc != pc) *v = (struct vote){.pc = pc};
-    if (read < in->n && ++v->n[read] == UINT16_MAX)
-        for (int k = 0; k < VOTE_MAX; k++) v->n[k] /= 2;
+    return v;
+}
+
+/* the index (from 0) of the method the votes favour; the first (the usual one) when none */
+static uint32_t favoured(const struct vote *v, uint32_t n)
+{
     uint32_t best = 0;
-    for (uint32_t k = 1; k < in->n && k < VOTE_MAX; k++)
+    for (uint32_t k = 1; k < n && k < VOTE_MAX; k++)
         if (v->n[k] > v->n[best]) best = k;
     return best;
+}
+
+/* The votes leave no doubt: 16 or more, nine in ten for one method. Then
+ * the receiver is read only one tick in 8, which keeps following a call site
+ * whose class changes while saving the worker most of the reads. */
+static int settled(struct vote *v, uint32_t n)
+{
+    uint32_t all = 0, best = v->n[favoured(v, n)];
+    for (uint32_t k = 0; k < n && k < VOTE_MAX; k++) all += v->n[k];
+    return all >= 16 && best * 10 >= all * 9 && (++v->ticks & 7) != 0;
+}
+
+/* the receiver's class among this instruction's methods (index from in->first),
+ * or UINT32_MAX. BasicObject's serves any class the others do not, but true,
+ * false and nil: the result of a comparison lingers in the slots it was
+ * computed from, where a reading that straddled instructions finds it. */
+static uint32_t method_of_class(const synth_insn *in, VALUE klass)
+{
+    uint32_t read = UINT32_MAX;
+    for (uint32_t k = 0; klass && k < in->n; k++) {
+        VALUE c = synth_methods[in->first + k].klass;
+        if (c == klass) return k;
+        if (c == rb_cBasicObject && klass != rb_cTrueClass && klass != rb_cFalseClass && klass != rb_cNilClass)
+            read = k;
+    }
+    return read;
 }
 
 uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq)
@@ -352,31 +372,25 @@ uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq)
     for (size_t i = 0; i < ninsns && !in; i++)
         if (before[3 - synth_insns[i].width] == synth_insns[i].word) in = &synth_insns[i];
     if (!in) return 0;
-    /* the receiver's class among this instruction's methods; BasicObject's
-     * serves any class the others do not, but true, false and nil: the result
-     * of a comparison lingers in the slots it was computed from, where a
-     * reading that straddled instructions finds it */
-    /* two readings that agree: one that caught another instruction's values
-     * rarely agrees with the next, which comes a microsecond later. Tried
-     * harder while the instruction has no vote yet: its first samples would
-     * otherwise get the usual class, whatever the receiver. */
-    VALUE klass = 0;
-    for (int tries = voted(f.pc) ? 1 : 8; tries > 0 && !klass; tries--) {
-        klass = receiver_class(cfp, &f, in->recv_at);
-        if (klass && receiver_class(cfp, &f, in->recv_at) != klass) klass = 0;
-    }
-    uint32_t read = UINT32_MAX;
-    for (uint32_t k = 0; klass && k < in->n; k++) {
-        VALUE c = synth_methods[in->first + k].klass;
-        if (c == klass) {
-            read = k;
-            break;
+    struct vote *v = vote_slot(f.pc);
+    if (in->n > 1 && !settled(v, in->n)) {
+        /* Two readings that agree: one that caught another instruction's
+         * values rarely agrees with the next, which comes a microsecond later.
+         * Tried harder while the instruction has no vote yet: its first
+         * samples would otherwise get the usual class, whatever the receiver. */
+        uint32_t all = 0;
+        for (int k = 0; k < VOTE_MAX; k++) all += v->n[k];
+        VALUE klass = 0;
+        for (int tries = all ? 1 : 8; tries > 0 && !klass; tries--) {
+            klass = receiver_class(cfp, &f, in->recv_at);
+            if (klass && receiver_class(cfp, &f, in->recv_at) != klass) klass = 0;
         }
-        if (c == rb_cBasicObject && klass != rb_cTrueClass && klass != rb_cFalseClass && klass != rb_cNilClass)
-            read = k;
+        uint32_t read = method_of_class(in, klass);
+        if (read < in->n && ++v->n[read] == UINT16_MAX)
+            for (int k = 0; k < VOTE_MAX; k++) v->n[k] /= 2;
     }
     *iseq = (uintptr_t)f.iseq;
-    return in->first + vote(f.pc, in, read) + 1;
+    return in->first + favoured(v, in->n) + 1;
 }
 
 VALUE hk_synth_frame(uint32_t id) { return id && id <= nmethods ? synth_methods[id - 1].me : 0; }
