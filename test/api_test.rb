@@ -434,6 +434,45 @@ class ApiTest < Minitest::Test
     assert_operator Integer(out.lines.last), :>, 500
   end
 
+  # Native.end_at_exit (the CLI's): the profile's time ends in an exit hook that runs before the
+  # ones registered earlier, so what those do is not in the profile, even at 10 kHz for 200 ms;
+  # the next stop builds the profile, and GC.stat reaches the hash at the end.
+  def test_the_exit_hook_ends_the_profiles_time_before_earlier_hooks_run
+    script = <<~'RUBY'
+      require "hakari"
+      def spin_for(s) = (t = Process.clock_gettime(Process::CLOCK_MONOTONIC) + s; nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) < t)
+      def after_the_end(s) = spin_for(s)
+      def the_program(s) = spin_for(s)
+      gc = {}
+      at_exit do
+        after_the_end(0.2)
+        running, snapshot = Hakari.running?, Hakari.snapshot
+        profile = Hakari.stop(gc_stat_into: gc)
+        labels = profile[:samples].flat_map { |frames, *| frames.map(&:first) }.uniq
+        p [running, snapshot, labels.include?("Object#after_the_end"), labels.include?("Object#the_program"),
+           profile[:duration_ns] / 1_000_000, gc.key?(:count), Hakari.running?]
+      end
+      Hakari.start(mode: :wall, frequency: 10_000)
+      Hakari::Native.end_at_exit(gc)
+      the_program(0.1)
+    RUBY
+    out, err, status = Open3.capture3(RbConfig.ruby, "-I", ENGINE_LIB, "-e", script)
+    assert status.success?, "the profiled program died (#{status.inspect}): #{err}"
+    running, snapshot, after, program, duration_ms, gc, still = eval(out.lines.last) # rubocop:disable Security/Eval -- our child's p
+    assert running, "a profile whose time ended is running until it is stopped"
+    assert_nil snapshot
+    refute after, "an exit hook that ran after the end was sampled"
+    assert program
+    assert_includes 100..180, duration_ms
+    assert gc, "GC.stat at the end"
+    refute still
+  end
+
+  def test_end_at_exit_needs_a_sampling_profile
+    e = assert_raises(RuntimeError) { Hakari::Native.end_at_exit({}) }
+    assert_match(/needs a running cpu or wall profile/, e.message)
+  end
+
   def test_forked_child_stops_quietly_and_parent_keeps_profiling
     Hakari.start(mode: :wall)
     pid = fork do

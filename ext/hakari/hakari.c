@@ -7,6 +7,7 @@
  */
 #include <ruby.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "calltree.h"
@@ -463,10 +464,39 @@ static VALUE native_paused_p(VALUE mod) { return hk_tracer_paused() ? Qtrue : Qf
 static VALUE native_snapshot(VALUE mod, VALUE clear)
 {
     hk_sampler_stats st;
-    if (!hk_sampler_running()) return Qnil;
+    if (!hk_sampler_running() || hk_sampler_ended()) return Qnil;
     hk_profile *p = hk_sampler_snapshot(RTEST(clear), &st);
     if (!p) rb_raise(rb_eNoMemError, "hakari: out of memory while building the profile");
     return profile_wrap(p, &st, NULL);
+}
+
+/* The exit hook's: the Hash that gets GC.stat as the profile's time ends, and the process
+ * whose hook it is (a forked child inherits the hook, not the profile). */
+static VALUE end_gc_hash = Qnil;
+static rb_pid_t end_pid;
+
+static void end_at_exit(VALUE unused)
+{
+    (void)unused;
+    if (getpid() != end_pid || !hk_sampler_running() || hk_sampler_ended()) return;
+    hk_sampler_end(NIL_P(end_gc_hash) ? NULL : gc_stat_into, &end_gc_hash);
+}
+
+/* Native.end_at_exit(gc = nil) -> true: at exit, the sampling profile's time ends before any
+ * exit hook registered earlier runs (Ruby runs them last first), and a Hash gc gets GC.stat
+ * there; the next Native.stop builds the profile. The CLI's hook (lib/hakari/autorun.rb),
+ * registered before start, then runs no Ruby frame of hakari's inside the profile's time. */
+static VALUE native_end_at_exit(int argc, VALUE *argv, VALUE mod)
+{
+    VALUE gc = argc > 0 ? argv[0] : Qnil;
+    if (argc > 1) rb_error_arity(argc, 0, 1);
+    if (!NIL_P(gc)) Check_Type(gc, T_HASH);
+    if (!hk_sampler_running() || hk_sampler_ended())
+        rb_raise(rb_eRuntimeError, "hakari: end_at_exit needs a running cpu or wall profile");
+    end_gc_hash = gc;
+    end_pid = getpid();
+    rb_set_end_proc(end_at_exit, Qnil);
+    return Qtrue;
 }
 
 static VALUE native_running_p(VALUE mod) { return hk_sampler_running() || hk_tracer_running() ? Qtrue : Qfalse; }
@@ -620,6 +650,8 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_module_function(mNative, "stop", native_stop, -1);
     rb_define_module_function(mNative, "snapshot", native_snapshot, 1);
     rb_define_module_function(mNative, "running?", native_running_p, 0);
+    rb_define_module_function(mNative, "end_at_exit", native_end_at_exit, -1);
+    rb_gc_register_address(&end_gc_hash);
     rb_define_module_function(mNative, "trace_start", native_trace_start, 6);
     rb_define_module_function(mNative, "pause", native_pause, 0);
     rb_define_module_function(mNative, "resume", native_resume, 0);

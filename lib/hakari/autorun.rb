@@ -87,7 +87,14 @@ module Hakari
       at_exit { finish } # before start, or trace mode would count the call
       Hakari.start(**start_options(env))
       @started = true
-      resume_at_the_first_script if Hakari.pause
+      if Hakari.pause # trace mode
+        resume_at_the_first_script
+      else
+        # The profile's time ends in an exit hook registered now, which runs before the one
+        # above (the last registered runs first) and after the program's own: no frame of
+        # finish's can be sampled, however late a tick's job lands.
+        Hakari::Native.end_at_exit(@gc_after)
+      end
     rescue StandardError, ScriptError => e
       fail_with("could not start profiling: #{e.message}")
     end

@@ -545,7 +545,7 @@ static void *nothing(void *arg) { return arg; }
 
 int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
 {
-    if (S.running) {
+    if (S.running || S.ended) {
         snprintf(err, errlen, "hakari is already running");
         return -1;
     }
@@ -677,9 +677,9 @@ static int64_t own_tail(hk_thread *t, int64_t parts[HK_NSTATES])
     return hk_states_take(t, now - t->prev_clock, now, HK_SPLIT_OWN_END, parts);
 }
 
-hk_profile *hk_sampler_stop(hk_sampler_stats *stats, void (*at_end)(void *), void *arg)
+int hk_sampler_end(void (*at_end)(void *), void *arg)
 {
-    if (!S.running) return NULL;
+    if (!S.running) return -1;
     /* the program's time ends here: joining the worker and resolving are hakari's */
     hk_thread *cur = hk_sampler_thread_find(rb_thread_current());
     int64_t tail_parts[HK_NSTATES];
@@ -706,6 +706,13 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats, void (*at_end)(void *), voi
      * hakari's own frames allocates, and the GC's mark takes the lock) */
     hk_resolve_rest();
     hk_sampler_take_tail_sample(tail, tail_parts);
+    S.ended = 1;
+    return 0;
+}
+
+hk_profile *hk_sampler_stop(hk_sampler_stats *stats, void (*at_end)(void *), void *arg)
+{
+    if (!S.ended && hk_sampler_end(at_end, arg) < 0) return NULL;
     fill_stats(stats);
     hk_profile *p = hk_sampler_build_profile(&S, stats);
     hk_sampler_tables_keep();
@@ -737,7 +744,8 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
     return p;
 }
 
-int hk_sampler_running(void) { return S.running; }
+int hk_sampler_running(void) { return S.running || S.ended; }
+int hk_sampler_ended(void) { return S.ended; }
 
 void hk_sampler_mark(void)
 {
@@ -781,6 +789,7 @@ static void atfork_parent(void) { pthread_mutex_unlock(&hk_resolve_lock); }
 static void atfork_child(void)
 {
     pthread_mutex_unlock(&hk_resolve_lock); /* locked by this thread in atfork_prepare */
+    S.ended = 0; /* the parent's profile is the parent's to build */
     if (!S.running) return;
     S.running = 0;
     hk_states_forget();

@@ -73,6 +73,12 @@ typedef struct hk_sampler_stats {
 
 /* ctx: GVL. 0, or -1 with a message in err (already running, timer failure). */
 int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen);
+/* ctx: GVL. Ends the profile's time here, as stop does first (at_end as for stop), and leaves
+ * the profile to the next stop, which builds it: for an exit hook to end the time before any
+ * of the profiler's own Ruby code runs. -1 when not running (or ended already). */
+int hk_sampler_end(void (*at_end)(void *), void *arg);
+/* ctx: any. hk_sampler_end ran and no stop yet (hk_sampler_running stays true till then). */
+int hk_sampler_ended(void);
 /* ctx: GVL. Stops and returns the profile (NULL when not running or out of memory). at_end
  * (or NULL) is called with arg once the program's time has ended and no sample can come, before
  * the profile is built: what the caller reads there is neither sampled nor the build's. */

@@ -126,6 +126,7 @@ typedef struct hk_sampler {
                              worker, so kept off the lines the job writes) */
     /* the job's, and the GVL's */
     _Alignas(64) int running;
+    int ended;            /* hk_sampler_end ran: the profile's time is over, stop builds it */
     hk_u64_map thread_ids;
     hk_thread *threads; size_t nthreads, threads_cap;
     uint32_t nseq;        /* threads that have been sampled */
