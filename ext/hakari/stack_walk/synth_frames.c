@@ -291,16 +291,16 @@ static VALUE class_of(VALUE v)
  * been left and re-entered in between, so a reading is a vote, not a verdict. */
 static VALUE receiver_class(uintptr_t cfp, const vm_frame *f, int recv_at)
 {
-    enum { BELOW = 4, ABOVE = 1 }; /* slack around f's sp */
-    VALUE slots[BELOW + ABOVE];
+    VALUE slot;
     vm_frame a, b;
-    struct iovec local[3] = {{&a, 2 * sizeof(VALUE)}, {slots, sizeof(slots)}, {&b, 2 * sizeof(VALUE)}};
+    struct iovec local[3] = {{&a, 2 * sizeof(VALUE)}, {&slot, sizeof(slot)}, {&b, 2 * sizeof(VALUE)}};
     struct iovec remote[3] = {
-        {(void *)cfp, 2 * sizeof(VALUE)}, {(void *)(f->sp - BELOW), sizeof(slots)}, {(void *)cfp, 2 * sizeof(VALUE)}};
+        {(void *)cfp, 2 * sizeof(VALUE)}, {(void *)(f->sp - recv_at), sizeof(slot)}, {(void *)cfp, 2 * sizeof(VALUE)}};
     if (!hk_stack_walk_read_vec(local, remote, 3)) return 0;
-    long at = (long)(a.sp - recv_at - (f->sp - BELOW));
-    if (a.pc != f->pc || b.pc != f->pc || a.sp != b.sp || at < 0 || at >= BELOW + ABOVE) return 0;
-    return class_of(slots[at]);
+    /* the same depth as f: between an instruction's last step and the next one's first, the
+     * pc still names it while sp has moved past its operands */
+    if (a.pc != f->pc || b.pc != f->pc || a.sp != f->sp || b.sp != f->sp) return 0;
+    return class_of(slot);
 }
 
 /* Per instruction (by pc), how often each of its methods' classes was read in
@@ -374,16 +374,17 @@ uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq)
     if (!in) return 0;
     struct vote *v = vote_slot(f.pc);
     if (in->n > 1 && !settled(v, in->n)) {
-        /* Two readings that agree: one that caught another instruction's
-         * values rarely agrees with the next, which comes a microsecond later.
-         * Tried harder while the instruction has no vote yet: its first
-         * samples would otherwise get the usual class, whatever the receiver. */
+        /* The first vote, which names the instruction's samples until
+         * another outnumbers it, takes two readings that agree (one that
+         * caught another instruction's values rarely agrees with the next)
+         * and up to 8 tries, so that its first samples do not get the usual
+         * class whatever the receiver; later ones take one reading of two tries. */
         uint32_t all = 0;
         for (int k = 0; k < VOTE_MAX; k++) all += v->n[k];
         VALUE klass = 0;
-        for (int tries = all ? 1 : 8; tries > 0 && !klass; tries--) {
+        for (int tries = all ? 2 : 8; tries > 0 && !klass; tries--) {
             klass = receiver_class(cfp, &f, in->recv_at);
-            if (klass && receiver_class(cfp, &f, in->recv_at) != klass) klass = 0;
+            if (!all && klass && receiver_class(cfp, &f, in->recv_at) != klass) klass = 0;
         }
         uint32_t read = method_of_class(in, klass);
         if (read < in->n && ++v->n[read] == UINT16_MAX)
