@@ -134,18 +134,18 @@ int hk_stack_walk_pushed_since(const uint64_t *cap, const void *slot, uintptr_t 
  * that method's entry as its leaf, above that frame. */
 
 /* ctx: GVL, at start, after hk_stack_walk_start. Learns this Ruby's
- * specialized instructions (once per process); 1 when this session
+ * specialized instructions (once per process); 1 when this profile
  * synthesizes frames (want, and they can be read here), else 0. *how says
  * which, and why not. */
 int hk_synth_start(int want, const char **how);
 /* ctx: GVL, at stop. */
 void hk_synth_stop(void);
-/* ctx: any. YJIT is on (it may be enabled while a session runs) */
+/* ctx: any. YJIT is on (it may be enabled while a profile runs) */
 int hk_synth_yjit_now(void);
 /* ctx: any thread, async-signal-safe (the worker at a tick). The number of
  * the method the specialized instruction the Ruby frame at cfp runs stands
  * for, and that frame's iseq in *iseq; 0 when it runs none (or it cannot be
- * told, or the session does not synthesize). */
+ * told, or the profile does not synthesize). */
 uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq);
 /* ctx: any. The method entry of number id (pinned for the process's life), or 0. */
 VALUE hk_synth_frame(uint32_t id);
@@ -166,7 +166,7 @@ int hk_stack_walk_read_vec(const struct iovec *local, const struct iovec *remote
 
 /* ctx: GVL, at stop. Frees the tables; unpins what they held. */
 void hk_stack_walk_stop(void);
-/* ctx: GVL, at a session's stop. Empties the tables (unpinning what they held)
+/* ctx: GVL, at a profile's stop. Empties the tables (unpinning what they held)
  * and keeps them for the next start with the same limit, unless they grew
  * past what start reserved: then frees them (sampler.c keep_tables says why). */
 void hk_stack_walk_end(void);

@@ -61,7 +61,7 @@ static synth_method synth_methods[MAX_METHODS];
 static size_t ninsns, nmethods;
 static int learned;            /* 0: not tried; 1: learned; -1: failed, learn_failure says why */
 static const char *learn_failure;
-static volatile int session_on; /* the current session synthesizes */
+static volatile int profile_on; /* the running profile synthesizes */
 static const volatile bool *yjit_flag; /* 3.3+: rb_yjit_enabled_p, which RubyVM::YJIT.enable sets at run time */
 static int yjit_at_start;       /* 3.1: YJIT can only be enabled at boot */
 
@@ -229,7 +229,7 @@ static const char *learn(void)
 
 int hk_synth_start(int want, const char **why)
 {
-    session_on = 0;
+    profile_on = 0;
     if (!want) {
         *why = "off (synthesize: false)";
         return 0;
@@ -259,13 +259,13 @@ int hk_synth_start(int want, const char **why)
         return 0;
     }
     *why = "on";
-    session_on = 1;
+    profile_on = 1;
     return 1;
 }
 
 int hk_synth_yjit_now(void) { return yjit_at_start || (yjit_flag && *yjit_flag); }
 
-void hk_synth_stop(void) { session_on = 0; }
+void hk_synth_stop(void) { profile_on = 0; }
 
 /* the class of a receiver read off the VM stack: an immediate's by its tag,
  * else the klass word of its RBasic; 0 when it cannot be read */
@@ -360,7 +360,7 @@ static uint32_t method_of_class(const synth_insn *in, VALUE klass)
 
 uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq)
 {
-    if (!session_on || !cfp || hk_synth_yjit_now()) return 0;
+    if (!profile_on || !cfp || hk_synth_yjit_now()) return 0;
     vm_frame f; /* pc, sp, iseq: the first three fields in every layout */
     if (!hk_stack_walk_read_words((const void *)cfp, &f, 3 * sizeof(VALUE)) || !f.pc || !f.iseq) return 0;
     VALUE before[3]; /* the words before pc: a running instruction's, which are at most three */
