@@ -16,9 +16,9 @@ module Hakari
   # A finished (or snapshot) profile: the C model with its counters.
   # #counters is cheap; #to_h (and #[] for :samples) builds Ruby objects for every sample, once.
   class Profile
-    def [](key) = key == :samples ? to_h[:samples] : counters_memo[key]
+    def [](key) = %i[samples label_sets].include?(key) ? to_h[key] : counters_memo[key]
 
-    def to_h = (@to_h ||= counters_memo.merge(samples: samples).freeze)
+    def to_h = (@to_h ||= counters_memo.merge(samples: samples, label_sets: label_sets).freeze)
 
     def counters_memo = (@counters ||= counters.freeze)
     private :counters_memo

@@ -288,7 +288,7 @@ class ApiTest < Minitest::Test
     assert_operator total(data), :>=, process - 1_000_000, data.counters.inspect
     native = data[:samples].select { |frames, *| frames.map(&:first) == ["[native threads]"] }
     assert_equal data[:native_cpu_ns], native.sum { _2 }
-    native.each { |*, seq| assert_equal 0, seq }
+    native.each { |_, _, _, seq| assert_equal 0, seq }
     wall = Hakari.start(mode: :wall) { Workloads.spin(0.01) }
     assert_equal [0, 0], [wall[:process_cpu_ns], wall[:native_cpu_ns]], "cpu mode only"
   end

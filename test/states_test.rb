@@ -66,7 +66,7 @@ class StatesTest < Minitest::Test
       pipe.join
     end
     reader_seq = data[:samples].find { |frames, *| frames.any? { |f| f[0] == "IO#read" } }[3]
-    mine = data[:samples].select { |*, seq| seq == reader_seq }
+    mine = data[:samples].select { |_, _, _, seq| seq == reader_seq }
     leaf = mine.each_with_object(Hash.new(0)) { |(frames, w), h| h[frames.first[0]] += w }
     assert_in_delta read_ns, leaf["[GVL blocked]"], 5_000_000, "the read's #{read_ns} ns: #{leaf}"
     # what it ran after the read, and what a block under a millisecond is taken to be (preemption)

@@ -1,7 +1,8 @@
 /* hakari.c — the Ruby bindings: Hakari::Native (engine control) and
- * Hakari::Profile (a profile model with its counters, encoders and #to_h).
+ * Hakari::Profile (a profile model with its counters, encoders and #to_h);
+ * Hakari.label and Hakari.labels are label_api.c's.
  *
- * This is the only file that defines Ruby methods and raises. Arguments are
+ * These two are the only files that define Ruby methods and raise. Arguments are
  * checked here, before any C state changes, and every error names the bad
  * value and what is accepted.
  */
@@ -14,6 +15,7 @@
 #include "diff_report.h"
 #include "formats.h"
 #include "html_encode.h"
+#include "label_api.h"
 #include "line_table.h"
 #include "pprof_decode.h"
 #include "profile.h"
@@ -205,6 +207,90 @@ static int64_t label_num(const hk_profile *p, size_t i, const char *key)
     return 0;
 }
 
+/* The label set of sample i, the string labels a user gave (every one but `state`), as its
+ * index in `sets` (1-based, in order of first use; 0: none), which interns them as sequences
+ * of string ids, key then value. -1: out of memory. */
+static int64_t label_set_index(const hk_profile *p, size_t i, hk_intern_table *sets, uint32_t state_key)
+{
+    const hk_label *l = hk_profile_sample_labels(p, i);
+    uint32_t seq[2 * 64], n = 0;
+    for (uint32_t j = 0; j < p->samples[i].nlabel && n + 2 <= sizeof(seq) / sizeof(*seq); j++)
+        if (l[j].str && l[j].key != state_key) {
+            seq[n++] = l[j].key;
+            seq[n++] = l[j].str;
+        }
+    if (!n) return 0;
+    int64_t id = hk_intern_seq(sets, seq, n);
+    return id < 0 ? -1 : id + 1;
+}
+
+/* the string index of `state`, or UINT32_MAX when the profile has none */
+static uint32_t state_key_of(const hk_profile *p)
+{
+    for (size_t i = 0; i < p->strings.count; i++)
+        if (strcmp(hk_profile_str(p, (uint32_t)i), "state") == 0) return (uint32_t)i;
+    return UINT32_MAX;
+}
+
+/* Profile#label_sets -> [{}, {endpoint: "GET /users/:id", ...}, ...]: the label sets the
+ * samples carry, by the index Profile#samples gives each sample (0: no labels) */
+static VALUE profile_label_sets(VALUE self)
+{
+    profile_obj *o = profile_get(self);
+    const hk_profile *p = o->p;
+    hk_intern_table sets;
+    hk_intern_init(&sets);
+    uint32_t state_key = state_key_of(p);
+    for (size_t i = 0; i < p->nsamples; i++)
+        if (label_set_index(p, i, &sets, state_key) < 0) {
+            hk_intern_free(&sets);
+            rb_raise(rb_eNoMemError, "hakari: out of memory while reading the label sets");
+        }
+    VALUE out = rb_ary_new_from_args(1, rb_hash_new());
+    for (size_t id = 0; id < hk_intern_count(&sets); id++) {
+        uint32_t n;
+        const uint32_t *seq = hk_intern_get(&sets, (uint32_t)id, &n);
+        VALUE h = rb_hash_new();
+        for (uint32_t j = 0; j + 1 < n; j += 2) rb_hash_aset(h, ID2SYM(rb_intern(hk_profile_str(p, seq[j]))), pstr(p, seq[j + 1]));
+        rb_ary_push(out, h);
+    }
+    hk_intern_free(&sets);
+    return out;
+}
+
+/* Profile#label_values(key) -> {value => weight}: the default value summed by the samples'
+ * string label `key`; the samples without it under nil (when there are any) */
+static VALUE profile_label_values(VALUE self, VALUE key)
+{
+    profile_obj *o = profile_get(self);
+    const hk_profile *p = o->p;
+    const char *k = StringValueCStr(key);
+    size_t vi = hk_profile_default_value(p);
+    VALUE by_index = rb_hash_new(); /* string index -> weight */
+    int64_t none = 0;
+    int any_none = 0;
+    for (size_t i = 0; i < p->nsamples; i++) {
+        int64_t w = p->nvalues ? hk_profile_sample_values(p, i)[vi] : 0;
+        const hk_label *l = hk_profile_sample_labels(p, i);
+        uint32_t j = 0;
+        while (j < p->samples[i].nlabel && !(l[j].str && strcmp(hk_profile_str(p, l[j].key), k) == 0)) j++;
+        if (j == p->samples[i].nlabel) {
+            none += w;
+            any_none = 1;
+            continue;
+        }
+        VALUE v = UINT2NUM(l[j].str), sum = rb_hash_aref(by_index, v);
+        rb_hash_aset(by_index, v, LL2NUM((NIL_P(sum) ? 0 : NUM2LL(sum)) + w));
+    }
+    VALUE out = rb_hash_new(), idx = rb_funcall(by_index, rb_intern("keys"), 0);
+    for (long i = 0; i < RARRAY_LEN(idx); i++) {
+        VALUE v = RARRAY_AREF(idx, i);
+        rb_hash_aset(out, pstr(p, NUM2UINT(v)), rb_hash_aref(by_index, v));
+    }
+    if (any_none) rb_hash_aset(out, Qnil, LL2NUM(none));
+    return out;
+}
+
 static VALUE samples_ary(const hk_profile *p, int aggregate)
 {
     VALUE cache_holder = rb_ary_new_capa((long)p->nlocations + 1);
@@ -215,17 +301,23 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
     int wti = hk_profile_find_value(p, "wait");
     size_t wi = hk_profile_default_value(p);
     VALUE out = rb_ary_new_capa((long)p->nsamples);
+    hk_intern_table sets; /* freed below: nothing between raises */
+    hk_intern_init(&sets);
+    uint32_t state_key = state_key_of(p);
     for (size_t i = 0; i < p->nsamples; i++) {
         const int64_t *v = hk_profile_sample_values(p, i);
-        VALUE row = rb_ary_new_capa(5);
+        VALUE row = rb_ary_new_capa(6);
         rb_ary_push(row, frames_of(p, i, cache));
         rb_ary_push(row, LL2NUM(v[wi]));
         rb_ary_push(row, LL2NUM(ci >= 0 ? v[ci] : 1));
         rb_ary_push(row, LL2NUM(label_num(p, i, "thread")));
         if (wti >= 0) rb_ary_push(row, LL2NUM(v[wti]));
         else if (!aggregate) rb_ary_push(row, LL2NUM(label_num(p, i, "timestamp")));
+        int64_t set = label_set_index(p, i, &sets, state_key);
+        rb_ary_push(row, LL2NUM(set < 0 ? 0 : set));
         rb_ary_push(out, row);
     }
+    hk_intern_free(&sets);
     RB_GC_GUARD(cache_holder);
     return out;
 }
@@ -671,6 +763,8 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_method(cProfile, "encode", profile_encode, 1);
     rb_define_method(cProfile, "counters", profile_counters, 0);
     rb_define_method(cProfile, "samples", profile_samples, 0);
+    rb_define_method(cProfile, "label_sets", profile_label_sets, 0);
+    rb_define_method(cProfile, "label_values", profile_label_values, 1);
     rb_define_method(cProfile, "methods_table", profile_methods, 0);
     rb_define_method(cProfile, "select", profile_select, 5);
     rb_define_method(cProfile, "text_report", profile_text_report, 1);
@@ -680,6 +774,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     static int root_data;
     VALUE root = TypedData_Wrap_Struct(rb_cObject, &root_type, &root_data);
     rb_gc_register_mark_object(root);
+    hk_label_api_init(mHakari);
     hk_sampler_init();
     hk_tracer_init();
 }

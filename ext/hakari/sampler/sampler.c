@@ -226,6 +226,7 @@ HK_HOT static hk_thread *take_sample(void)
         h->weight = hk_states_take(t, tick_weight(t, &state, &h->leaf), t->prev_clock, HK_SPLIT_OWN, S.parts);
         h->state = state;
         h->seq = t->seq;
+        h->labels = hk_labels_of(t->thread);
         t->spot_valid = 0; /* it ran: its next wait starts a new stack */
         if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
         /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
@@ -266,6 +267,7 @@ static int sample_waiting_stack(hk_thread *t, int64_t now)
     int64_t running = waiting_parts(t, wait_weight(t, now), now, S.parts);
     *h = (sample_head){.state = HK_TICK_RUNNING | (running ? 0 : HK_HEAD_STACK_ONLY), .weight = running};
     h->seq = t->seq;
+    h->labels = hk_labels_of(t->thread);
     if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
     hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
     take_parts(t, S.parts);
@@ -337,15 +339,16 @@ static void sample_waiting_threads(const hk_thread *cur, int64_t now)
 }
 
 /* A record with no capture of thread seq's running time after its latest
- * sample (HK_SAMPLE_TAIL). 0, or -1 when the ring is full (counted). */
-static int record_tail(uint32_t seq, int64_t weight)
+ * sample (HK_SAMPLE_TAIL), in label set `labels` where it had no sample.
+ * 0, or -1 when the ring is full (counted). */
+static int record_tail(uint32_t seq, int64_t weight, uint32_t labels)
 {
     uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS);
     if (!at) {
         S.dropped_count++;
         return -1;
     }
-    *(sample_head *)at = (sample_head){.seq = seq, .state = HK_SAMPLE_TAIL, .weight = weight};
+    *(sample_head *)at = (sample_head){.seq = seq, .state = HK_SAMPLE_TAIL, .weight = weight, .labels = labels};
     if (!S.cfg.aggregate) ((sample_head *)at)->time_ns = hk_clock_ns(CLOCK_REALTIME);
     hk_ring_commit(&S.ring, HEAD_WORDS);
     return 0;
@@ -368,7 +371,8 @@ static void take_thread_tail(hk_thread *t, int64_t now, int own)
     if (weight <= 0) return;
     if (!t->seq) t->seq = ++S.nseq;
     int64_t running = own ? hk_states_take(t, weight, now, HK_SPLIT_OWN_END, S.parts) : waiting_parts(t, weight, now, S.parts);
-    if (running > 0 && record_tail(t->seq, running) < 0) return;
+    /* another thread's fiber slots are read only where it waits (it may have ended) */
+    if (running > 0 && record_tail(t->seq, running, own ? hk_labels_of(t->thread) : 0) < 0) return;
     take_parts(t, S.parts);
 }
 
@@ -380,7 +384,7 @@ static void take_exits(void)
     int64_t ns[32];
     uint64_t lost = 0;
     for (size_t n; (n = hk_sampler_exits_take(seqs, ns, 32, &lost)) > 0;)
-        for (size_t i = 0; i < n; i++) record_tail(seqs[i], ns[i]);
+        for (size_t i = 0; i < n; i++) record_tail(seqs[i], ns[i], 0);
     S.dropped_count += lost;
 }
 
@@ -569,6 +573,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.start_tsc = hk_tsc();
     memset(&S.cleared, 0, sizeof(S.cleared));
     hk_states_start();
+    hk_labels_start();
     hk_sampler_exits_start();
     hk_sampler_holder_start();
     S.start_process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID); /* before the threads' own readings */
@@ -637,6 +642,7 @@ static void fill_totals(hk_sampler_stats *st)
     st->stack_walker = hk_stack_walk_kind();
     st->states = hk_states_how();
     st->walk_mismatch_count = hk_stack_walk_mismatches();
+    st->label_sets_dropped = hk_labels_dropped();
     st->timer_kind = S.cfg.mode == HK_MODE_WALL ? hk_timer_kind()
                      : S.mn                      ? "cpu-paced thread; M:N threads: each thread's CPU of its stretches on native threads"
                                                  : hk_cpu_clock_kind();
@@ -775,7 +781,7 @@ size_t hk_sampler_memsize(void)
            (S.frame_buf ? (size_t)(S.buf_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + sizeof(int) + sizeof(uint32_t)) +
                               KEY_HEAD * sizeof(uint32_t)
                         : 0) +
-           hk_stack_walk_memsize();
+           hk_stack_walk_memsize() + hk_labels_memsize();
 }
 
 /* A fork never comes while the worker is resolving: the child's copy of the
@@ -803,6 +809,7 @@ static void atfork_child(void)
 void hk_sampler_init(void)
 {
     tsc_usable = hk_tsc_usable();
+    hk_labels_init();
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     job_handle = rb_postponed_job_preregister(0, sample_job, NULL);
 #endif

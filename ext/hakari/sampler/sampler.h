@@ -50,7 +50,8 @@ typedef struct hk_sampler_config {
     X(resolve_time_ns, "turning captures into the profile: on the worker, and at stop")                 \
     X(timer_cpu_ns, "CPU used by the timer's worker thread")                                            \
     X(process_cpu_ns, "cpu mode: the process's CPU up to the stop call, the worker's included")          \
-    X(walk_mismatch_count, "HAKARI_STACK_WALK=verify: samples whose two walks differed")
+    X(walk_mismatch_count, "HAKARI_STACK_WALK=verify: samples whose two walks differed")                  \
+    X(label_sets_dropped, "Hakari.label calls whose set could not be made (65 536 sets, 16 labels): labels kept as they were")
 
 typedef struct hk_sampler_stats {
     hk_mode mode;
@@ -93,5 +94,29 @@ void hk_sampler_mark(void);
 size_t hk_sampler_memsize(void);
 /* ctx: GVL, once at load. */
 void hk_sampler_init(void);
+
+/* ---- labels (sampler_labels.c): the label sets samples carry ------------------- */
+
+#define HK_MAX_LABELS 16        /* in one set */
+#define HK_MAX_LABEL_KEY 64     /* bytes */
+#define HK_MAX_LABEL_VALUE 512  /* bytes */
+#define HK_MAX_LABEL_SETS 65536 /* distinct sets in one profile */
+/* the fiber-local (Thread#[]) slot where a fiber keeps its set, packed (hk_labels_pack) */
+#define HK_LABELS_FIBER_KEY "__hakari_labels"
+
+/* a label; in a merge, val NULL removes the key */
+typedef struct hk_label_kv { const char *key; size_t klen; const char *val; size_t vlen; } hk_label_kv;
+
+enum { HK_LABELS_NO_MEMORY = -1, HK_LABELS_TOO_MANY = -2, HK_LABELS_FULL = -3 };
+/* ctx: GVL, while the sampler runs. The set `base` (0: none) with kv applied in order: its id,
+ * 0 when it is empty, or HK_LABELS_*: out of memory, more than HK_MAX_LABELS in the set, or
+ * HK_MAX_LABEL_SETS sets made already (the last two counted in label_sets_dropped). */
+int64_t hk_labels_merge(uint32_t base, const hk_label_kv *kv, size_t n);
+/* ctx: GVL. A set's labels, sorted by key, up to cap; 0 for none or an unknown id. */
+size_t hk_labels_get(uint32_t id, hk_label_kv *out, size_t cap);
+/* ctx: GVL. A set id as the fiber slot keeps it (0 for none), and back: 0 for a slot of
+ * another profile's, or none. */
+long hk_labels_pack(uint32_t id);
+uint32_t hk_labels_unpack(long packed);
 
 #endif

@@ -5,7 +5,8 @@
  * locations and samples are copied over by id. Values per sample:
  * [samples/count, cpu|wall/nanoseconds]; labels: thread (number), state
  * (running, blocked, wait, gc_marking, gc_sweeping: from the leaf, sampler_states.c),
- * and with aggregate: false, timestamp (nanoseconds since the epoch).
+ * with aggregate: false, timestamp (nanoseconds since the epoch), then the sample's
+ * label set's (Hakari.label, sampler_labels.c), as strings.
  */
 #include "buf.h"
 #include "sampler_int.h"
@@ -163,11 +164,14 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     if (!s->cfg.aggregate) seen = calloc(hk_intern_count(&s->stacks) + 1, 1);
     if (!loc_of || (!s->cfg.aggregate && !seen)) goto fail;
 
-    /* labels: the thread, the state its time was spent in, and (aggregate: false) the sample's time */
-    hk_label labels[3] = {{.key = hk_profile_string(p, "thread")},
-                          {.key = hk_profile_string(p, "state")},
-                          {.key = hk_profile_string(p, "timestamp"),
-                           .num_unit = hk_profile_string(p, "nanoseconds")}};
+    /* labels: the thread, the state its time was spent in, (aggregate: false) the sample's time,
+     * then its label set's */
+    hk_label labels[3 + HK_MAX_LABELS] = {{.key = hk_profile_string(p, "thread")},
+                                          {.key = hk_profile_string(p, "state")},
+                                          {.key = hk_profile_string(p, "timestamp"),
+                                           .num_unit = hk_profile_string(p, "nanoseconds")}};
+    const size_t fixed = s->cfg.aggregate ? 2 : 3;
+    hk_label_kv kv[HK_MAX_LABELS];
     uint32_t state_str[HK_NSTATES];
     for (int i = 0; i < HK_NSTATES; i++) state_str[i] = hk_profile_string(p, state_label[i]);
     /* with aggregate, a stack id is its row (sampler.h); rows never sampled are left out */
@@ -191,9 +195,13 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
             if (!seen[stack]) st->unique_stacks++;
             seen[stack] = 1;
         }
-        /* the key: the thread's sequence number, then location ids root first (sampler.h) */
+        /* the key: the thread's sequence number, its label set, then location ids root first (sampler_int.h) */
         const uint32_t *key = hk_intern_get(&s->stacks, stack, &nkey);
-        uint32_t nloc = nkey - 1, seq = key[0];
+        uint32_t nloc = nkey - 2, seq = key[0];
+        size_t nuser = hk_labels_get(key[1], kv, HK_MAX_LABELS);
+        for (size_t j = 0; j < nuser; j++)
+            labels[fixed + j] = (hk_label){.key = hk_profile_string_n(p, kv[j].key, kv[j].klen),
+                                           .str = hk_profile_string_n(p, kv[j].val, kv[j].vlen)};
         if (hk_array_grow((void **)&locs, &locs_cap, nloc, sizeof(*locs)) < 0) goto fail;
         for (uint32_t j = 0; j < nloc; j++) locs[j] = loc_of[key[nkey - 1 - j] - 1]; /* leaf first */
         /* Ruby 3.1 reports the top-level script twice: "<main>" at its line, then a
@@ -215,12 +223,12 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
             nloc -= own;
         }
         labels[0].num = seq;
-        VALUE leaf = nkey > 1 ? s->locs[key[nkey - 1] - 1].frame : Qnil;
+        VALUE leaf = nkey > 2 ? s->locs[key[nkey - 1] - 1].frame : Qnil;
         labels[1].str = state_str[HK_FRAME_STATE_P(leaf) ? FIX2LONG(leaf) : HK_STATE_RUNNING];
-        hk_profile_add_sample(p, locs, nloc, values, labels, s->cfg.aggregate ? 2 : 3);
+        hk_profile_add_sample(p, locs, nloc, values, labels, fixed + nuser);
         total += values[1];
     }
-    if (st->mode == HK_MODE_CPU) add_native_cpu(p, st, total, labels, s->cfg.aggregate ? 2 : 3);
+    if (st->mode == HK_MODE_CPU) add_native_cpu(p, st, total, labels, fixed);
     if (!hk_profile_ok(p)) goto fail;
     free(loc_of);
     free(locs);

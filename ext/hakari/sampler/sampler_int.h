@@ -4,14 +4,15 @@
  *   sampler_resolve.c  captures into locations, stacks and summed weights, on the worker;
  *   sampler_threads.c  the threads' records and baseline clocks;
  *   sampler_states.c   GC phases and GVL states: a sample's time split by where it went;
+ *   sampler_labels.c   the label sets samples carry (Hakari.label);
  *   sampler_build.c    the tables into the profile model, at stop and snapshot.
  *
  * Data layout (the resolver's, under the resolve lock, except threads, the job's):
  *   locations   (frame VALUE, executing line) -> location id (1-based) in one
  *               probe of frame_locs; locs[id-1] keeps the pair for marking and
  *               for the names, which are resolved once per frame at build time;
- *   stacks      interned sequences: the thread's sequence number, then the
- *               location ids root first (a [truncated] root when cut), so a
+ *   stacks      interned sequences: the thread's sequence number, its label
+ *               set (sampler_labels.c, 0: none), then the location ids root first (a [truncated] root when cut), so a
  *               stack id is also its aggregation row; key_buf keeps the
  *               latest sample's key, position i (from the root) at
  *               key_buf[KEY_HEAD + i], where the next sample finds the ids of
@@ -151,6 +152,7 @@ typedef struct hk_sampler {
     int key_n;          /* its frames; 0: none, or not to be trusted */
     int key_truncated;
     uint32_t key_seq;   /* its thread */
+    uint32_t key_labels; /* its label set */
     int key_skip;       /* top frames left out of its stack: called after its tick */
     int64_t key_stack;  /* the stack interned for it (its sample's, unless stale), or -1 */
     hk_pair_map frame_locs; /* (frame VALUE, line) -> location id: the per-sample lookup */
@@ -200,6 +202,8 @@ typedef struct sample_head {
     int64_t weight;
     int64_t time_ns; /* CLOCK_REALTIME at the job (aggregate: false) */
     hk_leaf leaf;    /* the thread's leaf frame at the tick */
+    uint32_t labels; /* the label set its fiber was in (sampler_labels.c), 0: none */
+    uint32_t unused;
 } sample_head;
 #define HEAD_WORDS (sizeof(sample_head) / sizeof(uint64_t))
 /* in a sample head's state, beside the HK_TICK_* value (the low byte): the sample only tells
@@ -223,9 +227,9 @@ typedef struct sample_head {
 static inline int hk_sample_has_capture(const sample_head *h) { return HK_HEAD_TICK(h) < HK_SAMPLE_AGAIN; }
 _Static_assert(sizeof(sample_head) % sizeof(uint64_t) == 0, "a capture starts on a word");
 
-/* The key buffer's head: room for the thread and the [truncated] root in
- * front of position 0 (see stacks above) */
-#define KEY_HEAD 2
+/* The key buffer's head: room for the thread, the label set and the
+ * [truncated] root in front of position 0 (see stacks above) */
+#define KEY_HEAD 3
 
 /* The callback's cost is counted on the TSC where the kernel trusts it: four
  * reads per sample at a few cycles each, against ~25 ns for clock_gettime, in
@@ -351,6 +355,16 @@ int64_t hk_states_born(VALUE thread);
 int hk_states_gvl_state(const hk_thread *t);
 /* for the profile's comments: how the states were told apart */
 const char *hk_states_how(void);
+
+/* ---- sampler_labels.c (with the GVL) -------------------------------------------- */
+
+void hk_labels_init(void);
+/* a new profile: the sets of the last one are gone, and the slots that hold them no longer count */
+void hk_labels_start(void);
+/* the set the thread's current fiber is in (0: none); cheap when no set was made */
+uint32_t hk_labels_of(VALUE thread);
+uint64_t hk_labels_dropped(void);
+size_t hk_labels_memsize(void);
 
 /* ---- sampler_build.c ----------------------------------------------------------- */
 

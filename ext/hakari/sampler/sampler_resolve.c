@@ -84,24 +84,26 @@ HK_HOT static int resolve_locations(int to, int n)
  * up, and an identical stack with the same skip and thread reuses its stack
  * id. The hash tables, whose lines the program evicts from the cache between
  * samples, are touched only for what changed. */
-HK_HOT static int64_t intern_current_stack(int n, int same, int truncated, uint32_t seq, int skip)
+HK_HOT static int64_t intern_current_stack(int n, int same, int truncated, uint32_t seq, uint32_t labels, int skip)
 {
     if (resolve_locations(n - same, n) < 0) return -1;
     int64_t stack;
-    if (same == n && n == S.key_n && !truncated && !S.key_truncated && seq == S.key_seq && skip == S.key_skip &&
-        S.key_stack >= 0) {
+    if (same == n && n == S.key_n && !truncated && !S.key_truncated && seq == S.key_seq && labels == S.key_labels &&
+        skip == S.key_skip && S.key_stack >= 0) {
         stack = S.key_stack;
     } else {
-        /* the key's head: the thread, then the [truncated] root (sampler.h) */
+        /* the key's head: the thread, its label set, then the [truncated] root (sampler.h) */
         if (truncated && !(S.key_buf[KEY_HEAD - 1] = frame_location(HK_FRAME_TRUNCATED, 0))) return -1;
-        uint32_t *key = S.key_buf + KEY_HEAD - 1 - truncated;
+        uint32_t *key = S.key_buf + KEY_HEAD - 2 - truncated;
         key[0] = seq;
-        stack = hk_intern_seq(&S.stacks, key, (uint32_t)(1 + truncated + n - skip));
+        key[1] = labels;
+        stack = hk_intern_seq(&S.stacks, key, (uint32_t)(2 + truncated + n - skip));
         if (stack < 0) return -1;
     }
     S.key_n = n;
     S.key_truncated = truncated;
     S.key_seq = seq;
+    S.key_labels = labels;
     S.key_skip = skip;
     S.key_stack = stack;
     return stack;
@@ -172,12 +174,12 @@ static int64_t synthesized(int64_t stack, int n, int skip, const sample_head *h,
     if (skip >= n || !hk_stack_walk_ran_at(cap, h->leaf.slot, h->leaf.cfp, h->leaf.iseq)) return stack;
     uint32_t lid = frame_location(hk_synth_frame(h->leaf.synth), 0);
     if (!lid) return -1;
-    /* the key as intern_current_stack left it: [thread, [truncated], frames from the root] */
+    /* the key as intern_current_stack left it: [thread, labels, [truncated], frames from the root] */
     int truncated = S.key_truncated;
-    uint32_t *key = S.key_buf + KEY_HEAD - 1 - truncated;
+    uint32_t *key = S.key_buf + KEY_HEAD - 2 - truncated;
     uint32_t saved = KEY_POS(n - skip);
     KEY_POS(n - skip) = lid;
-    int64_t with = hk_intern_seq(&S.stacks, key, (uint32_t)(1 + truncated + n - skip + 1));
+    int64_t with = hk_intern_seq(&S.stacks, key, (uint32_t)(2 + truncated + n - skip + 1));
     KEY_POS(n - skip) = saved;
     if (with >= 0) S.synthesized_count++;
     return with;
@@ -205,7 +207,7 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
     /* the sample goes to its stack without the frames called after the tick;
      * only that stack is interned; the ids of all n stay in the key buffer for the next sample */
     int skip = late > 0 && late < n ? late : 0;
-    int64_t stack = intern_current_stack(n, same, truncated, h->seq, skip);
+    int64_t stack = intern_current_stack(n, same, truncated, h->seq, h->labels, skip);
     if (stack < 0) goto drop;
     S.key_walk = hk_stack_walk_capture_number(cap);
     verify_key(n, same);
@@ -230,12 +232,12 @@ drop:
     S.unresolved_count++;
 }
 
-/* The leaf alone, under thread seq: the time of a thread that had no sample
- * (its end, or stop, came first). -1: out of memory. */
-static int64_t leaf_alone(uint32_t seq, VALUE leaf_frame)
+/* The leaf alone, under thread seq in label set `labels`: the time of a thread
+ * that had no sample (its end, or stop, came first). -1: out of memory. */
+static int64_t leaf_alone(uint32_t seq, uint32_t labels, VALUE leaf_frame)
 {
-    uint32_t key[2] = {seq, frame_location(leaf_frame, 0)};
-    return key[1] ? hk_intern_seq(&S.stacks, key, 2) : -1;
+    uint32_t key[3] = {seq, labels, frame_location(leaf_frame, 0)};
+    return key[2] ? hk_intern_seq(&S.stacks, key, 3) : -1;
 }
 
 /* The stack `base` with a synthetic leaf on top, built in the key buffer (the
@@ -285,7 +287,7 @@ static void resolve_again(const sample_head *h, const uint64_t *pair)
         int state = (int)(pair[2 * k] >> 32);
         uint32_t *tick_stack = tick_stack_of(seq);
         int64_t stack = !tick_stack || state < 0 || state >= HK_NSTATES ? -1
-                        : !*tick_stack ? (state == HK_STATE_RUNNING ? -1 : leaf_alone(seq, HK_FRAME_STATE(state)))
+                        : !*tick_stack ? (state == HK_STATE_RUNNING ? -1 : leaf_alone(seq, 0, HK_FRAME_STATE(state)))
                         : state == HK_STATE_RUNNING ? (int64_t)*tick_stack - 1
                                                     : state_stack(seq, *tick_stack - 1, state);
         if (stack < 0 || record((uint32_t)stack, (int64_t)pair[2 * k + 1], h->time_ns) < 0) {
@@ -305,7 +307,7 @@ static void resolve_tail(const sample_head *h)
     uint32_t *tick_stack = tick_stack_of(h->seq);
     int64_t stack = !tick_stack   ? -1
                     : *tick_stack ? leaf_on(*tick_stack - 1, HK_FRAME_UNSAMPLED)
-                                  : leaf_alone(h->seq, HK_FRAME_UNSAMPLED);
+                                  : leaf_alone(h->seq, h->labels, HK_FRAME_UNSAMPLED);
     if (stack < 0 || record((uint32_t)stack, h->weight, h->time_ns) < 0) {
         S.unresolved_count++;
         return;
@@ -404,14 +406,15 @@ void hk_sampler_take_tail_sample(int64_t running, const int64_t parts[HK_NSTATES
      * rb_profile_frames' `start` does not skip frames, so they are fetched) */
     int n = rb_profile_frames(0, max + 1 + HK_OWN_FRAMES, S.frame_buf, S.line_buf);
     int skip = own_frames_on_top(n);
-    /* the key, root first (sampler.h): the thread, the [truncated] root when
-     * cut at max_depth like any sample, the frames, then the leaf */
+    /* the key, root first (sampler.h): the thread, its label set, the [truncated]
+     * root when cut at max_depth like any sample, the frames, then the leaf */
     int count = n - skip < max - 1 ? n - skip : max - 1;
     uint32_t *key = S.key_buf;
     S.key_n = 0; /* the key buffer no longer holds the previous sample's */
     int m = 0;
     if (!t->seq) t->seq = ++S.nseq;
     key[m++] = t->seq;
+    key[m++] = hk_labels_of(t->thread);
     if (n - skip + 1 > max && !(key[m++] = frame_location(HK_FRAME_TRUNCATED, 0))) return;
     for (int i = skip + count - 1; i >= skip; i--)
         if (!(key[m++] = frame_location(S.frame_buf[i], S.line_buf[i]))) return;

@@ -9,7 +9,7 @@ module Hakari
     # without Go. Decoding, selecting and comparing are the engine's (format/ in C).
     module Report
       Parsed = Struct.new(:format, :output, :top, :focus, :ignore, :thread, :tag, :lines, :absolute, :fail_above, :html,
-                          :source_file, :method, :context, keyword_init: true)
+                          :source_file, :method, :context, :group_by, keyword_init: true)
 
       TOP_DEFAULT = 50
 
@@ -20,7 +20,10 @@ module Hakari
         o, files = parse("report", argv)
         raise UsageError, "report needs one profile file (hakari report FILE), got #{files.size}" unless files.size == 1
         profile = select(read(files.first), o)
-        if o.output
+        if o.group_by
+          raise UsageError, "--group-by writes the text report (it cannot go with --output or --format)" if o.output || (o.format && o.format != :text)
+          out.write(grouped(profile, o.group_by, o.top))
+        elsif o.output
           Hakari.save(o.output, profile, format: o.format)
           err.puts "hakari: wrote #{o.output} (#{o.format || Hakari.format_for(o.output)})"
         elsif o.format.nil? || o.format == :text
@@ -29,6 +32,22 @@ module Hakari
           out.write(profile.encode(o.format))
         end
         0
+      end
+
+      # The text report once per value of the label `key`, heaviest first, each under a line with
+      # that value's share; then the share of the samples without the label.
+      def grouped(profile, key, top)
+        values = profile.label_values(key)
+        total = values.values.sum
+        labelled = values.reject { |v, _| v.nil? }.sort_by { |v, w| [-w, v] }
+        return "no sample has a label #{key.inspect}\n" if labelled.empty?
+        share = ->(w) { total.positive? ? format("%.1f%%", 100.0 * w / total) : "0%" }
+        text = labelled.map do |value, weight|
+          "== #{key}=#{value} (#{share.(weight)} of the profile) ==\n" +
+            profile.select(nil, nil, nil, "#{key}=#{value}", false).text_report(top)
+        end
+        text << "== samples without the label #{key} (#{share.(values[nil])} of the profile) ==\n" if values[nil]
+        text.join("\n")
       end
 
       # => exit status: 1 when --fail-above is given and a function's self share grew by more
@@ -137,6 +156,7 @@ module Hakari
           op.on("-o", "--output PATH") { |v| o.output = v }
           op.on("--format FORMAT") { |v| o.format = Options.choice("format", v, Hakari::FORMATS) }
           op.on("--html") { o.format = :html }
+          op.on("--group-by KEY") { |v| o.group_by = v }
         else
           op.on("--absolute") { o.absolute = true }
           op.on("--html PATH") { |v| o.html = v }

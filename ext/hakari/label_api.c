@@ -1,0 +1,124 @@
+/* label_api.c — the bindings of Hakari.label and Hakari.labels (the sets
+ * themselves: sampler/sampler_labels.c).
+ *
+ * A fiber's labels live in its fiber-local slot (Thread#[] HK_LABELS_FIBER_KEY)
+ * as a set id packed with the profile's generation, so a new thread or fiber
+ * starts with none. Labels are checked at every call, profiling or not, so
+ * that turning the profiler on never makes a call raise that did not before;
+ * when no sampling profile runs, a call does nothing else.
+ */
+#include <ruby.h>
+
+#include "label_api.h"
+#include "sampler.h"
+
+static ID id_slot;
+
+typedef struct label_args {
+    hk_label_kv kv[HK_MAX_LABELS];
+    size_t n;
+} label_args;
+
+/* a key's or value's bytes: a String, or a Symbol's name */
+static VALUE label_string(VALUE v, const char *what, VALUE key)
+{
+    if (SYMBOL_P(v)) return rb_sym2str(v);
+    if (RB_TYPE_P(v, T_STRING)) return v;
+    if (NIL_P(key))
+        rb_raise(rb_eArgError, "invalid label key %+" PRIsVALUE " (expected a Symbol or a String)", v);
+    rb_raise(rb_eArgError, "invalid label %s %+" PRIsVALUE " for %+" PRIsVALUE " (expected a String, a Symbol, or nil to remove it)",
+             what, v, key);
+}
+
+static int collect_label(VALUE key, VALUE val, VALUE arg)
+{
+    label_args *a = (label_args *)arg;
+    VALUE k = label_string(key, "key", Qnil);
+    long klen = RSTRING_LEN(k);
+    if (klen == 0 || klen > HK_MAX_LABEL_KEY)
+        rb_raise(rb_eArgError, "invalid label key %+" PRIsVALUE " (expected 1 to %d bytes)", key, HK_MAX_LABEL_KEY);
+    static const char *const own[] = {"thread", "state", "timestamp"};
+    for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++)
+        if ((size_t)klen == strlen(own[i]) && memcmp(RSTRING_PTR(k), own[i], (size_t)klen) == 0)
+            rb_raise(rb_eArgError, "invalid label key %+" PRIsVALUE " (thread, state and timestamp are hakari's own labels)", key);
+    if (a->n >= HK_MAX_LABELS) rb_raise(rb_eArgError, "too many labels (expected at most %d in one call)", HK_MAX_LABELS);
+    hk_label_kv *kv = &a->kv[a->n++];
+    kv->key = RSTRING_PTR(k);
+    kv->klen = (size_t)klen;
+    kv->val = NULL;
+    kv->vlen = 0;
+    if (NIL_P(val)) return ST_CONTINUE;
+    VALUE v = label_string(val, "value", key);
+    if (RSTRING_LEN(v) > HK_MAX_LABEL_VALUE)
+        rb_raise(rb_eArgError, "invalid label value for %+" PRIsVALUE " (%ld bytes; expected at most %d)", key,
+                 RSTRING_LEN(v), HK_MAX_LABEL_VALUE);
+    kv->val = RSTRING_PTR(v);
+    kv->vlen = (size_t)RSTRING_LEN(v);
+    return ST_CONTINUE;
+}
+
+static uint32_t current_set(void)
+{
+    VALUE v = rb_thread_local_aref(rb_thread_current(), id_slot);
+    return FIXNUM_P(v) ? hk_labels_unpack(FIX2LONG(v)) : 0;
+}
+
+static VALUE restore_slot(VALUE prev)
+{
+    rb_thread_local_aset(rb_thread_current(), id_slot, prev);
+    return Qnil;
+}
+
+static VALUE yield_block(VALUE arg)
+{
+    (void)arg;
+    return rb_yield_values(0);
+}
+
+/* Hakari.label(labels = nil, **labels) { ... }: the block runs with these labels on the
+ * current fiber's (nil removes a key), restored after it, also by an exception; without a
+ * block they stay until changed. */
+static VALUE hakari_label(int argc, VALUE *argv, VALUE self)
+{
+    (void)self;
+    VALUE pos = Qnil, kw = Qnil;
+    rb_scan_args(argc, argv, "01:", &pos, &kw);
+    if (!NIL_P(pos) && !RB_TYPE_P(pos, T_HASH))
+        rb_raise(rb_eArgError, "invalid labels %+" PRIsVALUE " (expected a Hash or keywords)", pos);
+    label_args a;
+    a.n = 0;
+    if (!NIL_P(pos)) rb_hash_foreach(pos, collect_label, (VALUE)&a);
+    if (!NIL_P(kw)) rb_hash_foreach(kw, collect_label, (VALUE)&a);
+    int block = rb_block_given_p();
+    if (!hk_sampler_running() || hk_sampler_ended()) return block ? rb_yield_values(0) : Qnil;
+    VALUE prev = rb_thread_local_aref(rb_thread_current(), id_slot);
+    uint32_t base = FIXNUM_P(prev) ? hk_labels_unpack(FIX2LONG(prev)) : 0;
+    int64_t id = hk_labels_merge(base, a.kv, a.n);
+    /* a set that cannot be had (the table full, too many labels once merged, no memory) leaves
+     * the labels as they were: counted, never raised, so profiling changes no program's flow */
+    if (id < 0) id = base;
+    rb_thread_local_aset(rb_thread_current(), id_slot, id ? LONG2FIX(hk_labels_pack((uint32_t)id)) : Qnil);
+    if (!block) return Qnil;
+    return rb_ensure(yield_block, Qnil, restore_slot, prev);
+}
+
+/* Hakari.labels -> Hash: the current fiber's labels ({} when no sampling profile runs) */
+static VALUE hakari_labels(VALUE self)
+{
+    (void)self;
+    VALUE h = rb_hash_new();
+    if (!hk_sampler_running()) return h;
+    hk_label_kv kv[HK_MAX_LABELS];
+    size_t n = hk_labels_get(current_set(), kv, HK_MAX_LABELS);
+    for (size_t i = 0; i < n; i++)
+        rb_hash_aset(h, ID2SYM(rb_intern2(kv[i].key, (long)kv[i].klen)), rb_utf8_str_new(kv[i].val, (long)kv[i].vlen));
+    return h;
+}
+
+void hk_label_api_init(VALUE mHakari)
+{
+    id_slot = rb_intern(HK_LABELS_FIBER_KEY);
+    rb_define_module_function(mHakari, "label", hakari_label, -1);
+    rb_define_module_function(mHakari, "labels", hakari_labels, 0);
+    rb_define_const(mHakari, "MAX_LABELS", INT2NUM(HK_MAX_LABELS));
+}

@@ -1,0 +1,175 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "open3"
+
+# Hakari.label: per-fiber label sets that every sample carries, into the returned data,
+# pprof (read by `go tool pprof`) and `hakari report --group-by`.
+class LabelsTest < Minitest::Test
+  include ProfileHelpers
+  ROOT = File.expand_path("..", __dir__)
+
+  def teardown
+    Hakari.stop if Hakari.running?
+  end
+
+  # the weight of the samples whose label set has key => value
+  def labelled(profile, key, value)
+    sets = profile[:label_sets]
+    profile[:samples].sum { |row| sets[row.last][key] == value ? row[1] : 0 }
+  end
+
+  def test_a_block_scopes_its_labels_and_restores_them_also_after_an_exception
+    Hakari.start(mode: :cpu)
+    assert_equal({}, Hakari.labels)
+    Hakari.label(endpoint: "GET /a", method: "GET") do
+      assert_equal({endpoint: "GET /a", method: "GET"}, Hakari.labels)
+      Hakari.label(method: nil, "request" => :r1) do
+        assert_equal({endpoint: "GET /a", request: "r1"}, Hakari.labels)
+      end
+      assert_raises(RuntimeError) { Hakari.label(endpoint: "GET /b") { raise "boom" } }
+      assert_equal({endpoint: "GET /a", method: "GET"}, Hakari.labels)
+    end
+    assert_equal({}, Hakari.labels)
+    assert_equal 42, Hakari.label(x: "1") { 42 }
+    assert_nil Hakari.label(tenant: "t1") # no block: stays on this fiber until changed
+    assert_equal({tenant: "t1"}, Hakari.labels)
+    assert_equal({}, Thread.new { Hakari.labels }.value, "a new thread starts with none")
+    assert_equal({}, Fiber.new { Hakari.labels }.resume, "a new fiber starts with none")
+    Fiber.new { Hakari.label(in_fiber: "yes") }.resume
+    assert_equal({tenant: "t1"}, Hakari.labels, "a fiber's labels stay in it")
+    Hakari.label(tenant: nil)
+    assert_equal({}, Hakari.labels)
+  end
+
+  def test_without_a_profile_a_label_is_a_no_op_that_still_checks_its_input
+    refute Hakari.running?
+    assert_equal :done, Hakari.label(endpoint: "GET /a") { :done }
+    assert_equal({}, Hakari.labels)
+    assert_nil Hakari.label(endpoint: "GET /a")
+    assert_equal({}, Hakari.labels)
+    e = assert_raises(ArgumentError) { Hakari.label(endpoint: 42) { flunk "not run" } }
+    assert_match(/invalid label value 42 for :endpoint \(expected a String, a Symbol, or nil/, e.message)
+  end
+
+  def test_bad_labels_name_the_value_and_what_is_accepted
+    Hakari.start(mode: :cpu)
+    {
+      -> { Hakari.label(1 => "x") } => /invalid label key 1 \(expected a Symbol or a String\)/,
+      -> { Hakari.label(k: 1.5) } => /invalid label value 1.5 for :k/,
+      -> { Hakari.label(k: ["a"]) } => /invalid label value \["a"\] for :k/,
+      -> { Hakari.label("" => "x") } => /invalid label key "" \(expected 1 to 64 bytes\)/,
+      -> { Hakari.label(("k" * 65).to_sym => "x") } => /invalid label key :k{65} \(expected 1 to 64 bytes\)/,
+      -> { Hakari.label(k: "v" * 513) } => /invalid label value for :k \(513 bytes; expected at most 512\)/,
+      -> { Hakari.label((1..17).to_h { |i| [:"k#{i}", "v"] }) } => /too many labels \(expected at most 16 in one call\)/,
+      -> { Hakari.label(thread: "1") } => /invalid label key :thread \(thread, state and timestamp are hakari's own labels\)/,
+      -> { Hakari.label("endpoint") } => /invalid labels "endpoint" \(expected a Hash or keywords\)/,
+    }.each do |call, message|
+      e = assert_raises(ArgumentError) { call.call }
+      assert_match message, e.message
+    end
+    assert_equal({}, Hakari.labels, "nothing changed")
+  end
+
+  def test_samples_carry_the_labels_of_their_fiber_split_as_the_work
+    profile = Hakari.start(mode: :cpu) do
+      Hakari.label(endpoint: "GET /heavy") { Workloads.fib_for(0.15) }
+      Hakari.label(endpoint: "GET /light") { Workloads.fib_for(0.05) }
+      Workloads.fib_for(0.05)
+    end
+    heavy = labelled(profile, :endpoint, "GET /heavy")
+    light = labelled(profile, :endpoint, "GET /light")
+    assert_in_delta 3.0, heavy.fdiv(light), 0.6, "heavy #{heavy} light #{light}"
+    assert_in_delta 0.8, (heavy + light).fdiv(total(profile)), 0.08
+    assert_equal [{}, {endpoint: "GET /heavy"}, {endpoint: "GET /light"}].sort_by(&:to_s),
+                 profile[:label_sets].sort_by(&:to_s)
+    assert_equal 0, profile[:label_sets_dropped]
+    assert_equal profile.label_values("endpoint").keys.sort_by(&:to_s), ["GET /heavy", "GET /light", nil].sort_by(&:to_s)
+  end
+
+  def test_wall_mode_gives_a_waiting_thread_the_labels_of_its_fiber
+    profile = Hakari.start(mode: :wall) do
+      t = Thread.new { Hakari.label(job: "Sleeper") { sleep 0.2 } }
+      Hakari.label(job: "Spinner") { Workloads.spin(0.1) }
+      t.join
+    end
+    sleeper = labelled(profile, :job, "Sleeper")
+    assert_in_delta 200e6, sleeper, 30e6, "the sleeping thread's wall time is under its label"
+    assert_in_delta 100e6, labelled(profile, :job, "Spinner"), 30e6
+  end
+
+  def test_a_fiber_switching_inside_a_block_keeps_each_fiber_s_labels
+    profile = Hakari.start(mode: :cpu) do
+      f = Fiber.new do
+        Hakari.label(request: "fiber") do
+          Workloads.fib_for(0.05)
+          Fiber.yield
+          Workloads.fib_for(0.05)
+        end
+      end
+      Hakari.label(request: "root") do
+        f.resume
+        Workloads.fib_for(0.1)
+        f.resume
+      end
+    end
+    assert_in_delta 1.0, labelled(profile, :request, "fiber").fdiv(labelled(profile, :request, "root")), 0.3
+  end
+
+  def test_a_full_table_keeps_the_labels_around_and_counts
+    profile = Hakari.start(mode: :cpu) do
+      Hakari.label(endpoint: "GET /a") do
+        65_535.times { |i| Hakari.label(request: i.to_s) { nil } } # with the outer set: 65 536, the most a profile holds
+        Hakari.label(request: "one too many") do
+          assert_equal({endpoint: "GET /a"}, Hakari.labels)
+          Workloads.fib_for(0.03)
+        end
+      end
+    end
+    assert_equal 1, profile[:label_sets_dropped]
+    assert_operator labelled(profile, :endpoint, "GET /a"), :>, 0
+    assert_equal 0, labelled(profile, :request, "one too many")
+  end
+
+  def test_labels_set_in_an_earlier_profile_do_not_reach_a_later_one
+    Hakari.start(mode: :cpu)
+    Hakari.label(tenant: "old")
+    Hakari.stop
+    profile = Hakari.start(mode: :cpu) do
+      assert_equal({}, Hakari.labels)
+      Workloads.fib_for(0.03)
+    end
+    assert_equal [{}], profile[:label_sets]
+    Hakari.label(tenant: nil)
+  end
+
+  def test_go_pprof_focuses_and_lists_by_label_and_report_groups_by_it
+    Dir.mktmpdir do |dir|
+      path = File.join(dir, "labels.pb.gz")
+      Hakari.start(mode: :cpu, output: path) do
+        Hakari.label(endpoint: "GET /users/:id") { Workloads.fib_for(0.1) }
+        Hakari.label(endpoint: "POST /orders") { Workloads.fib_for(0.05) }
+      end
+      tags, err, st = Open3.capture3("go", "tool", "pprof", "-tags", path)
+      assert st.success?, err
+      assert_match(%r{endpoint: Total .*\n\s+[\d.]+m?s \(\s*6\d\.\d+%\): GET /users/:id\n\s+[\d.]+m?s \(\s*3\d\.\d+%\): POST /orders}, tags)
+      top, err, st = Open3.capture3("go", "tool", "pprof", "-top", "-tagfocus=endpoint=POST /orders", path)
+      assert st.success?, err
+      assert_match(/Workloads\.fib/, top)
+      out, err, st = Open3.capture3(RbConfig.ruby, "-I#{ENGINE_LIB}", "#{ROOT}/exe/hakari", "report", "--group-by", "endpoint",
+                                    "--top", "3", path)
+      assert st.success?, err
+      first = out.index("== endpoint=GET /users/:id (6")
+      second = out.index("== endpoint=POST /orders (3")
+      assert first && second && first < second, out
+      assert_match(/== samples without the label endpoint \(\d\.\d%/, out)
+    end
+  end
+
+  def test_tracing_records_no_labels_and_says_so_by_ignoring_them
+    profile = Hakari.start(mode: :trace) do
+      Hakari.label(endpoint: "GET /a") { assert_equal({}, Hakari.labels) }
+    end
+    assert_equal [{}], profile[:label_sets]
+  end
+end
