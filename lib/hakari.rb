@@ -3,6 +3,7 @@
 require_relative "hakari/version"
 require_relative "hakari/output"
 require_relative "hakari/engine"
+require_relative "hakari/forks"
 
 # hakari — a Ruby profiler with a C engine. See the README for the returned data's shape.
 module Hakari
@@ -32,21 +33,26 @@ module Hakari
   class << self
     # Starts profiling. With a block: profiles it, writes output: if given, returns the Profile.
     # mode: :cpu / :wall sample; mode: :trace records every call (measure:, exclude:, threads:, …).
+    # fork: :stop (a forked child does not profile) or :inherit (each child profiles into its own
+    # file: Hakari::Forks).
     def start(mode: :cpu, frequency: DEFAULT_FREQUENCY, output: nil, format: nil, aggregate: true,
-              verbose: false, max_depth: DEFAULT_MAX_DEPTH, synthesize: nil, **trace_options, &block)
+              verbose: false, max_depth: DEFAULT_MAX_DEPTH, synthesize: nil, fork: :stop, **trace_options, &block)
       fmt = output ? resolve_format(output, format) : check_format(format)
       check_output(output) if output
       raise ArgumentError, "invalid verbose: #{verbose.inspect} (expected true or false)" unless [true, false].include?(verbose)
+      Forks.check(fork)
       raise "hakari is already running (call Hakari.stop first)" if running?
 
       if mode == :trace || mode == "trace"
         raise ArgumentError, "synthesize: applies to mode: :cpu and :wall (tracing sees every call)" unless synthesize.nil?
+        raise ArgumentError, "fork: :inherit applies to mode: :cpu and :wall" if fork == :inherit
         start_trace(**trace_options)
       else
         reject_trace_options(mode, trace_options)
-        Native.start(mode, frequency, aggregate, max_depth, synthesize.nil? ? true : synthesize)
+        sampler = [mode, frequency, aggregate, max_depth, synthesize.nil? ? true : synthesize]
+        Native.start(*sampler)
       end
-      @session = { output: output, format: fmt, verbose: verbose }
+      @session = { output: output, base_output: output, format: fmt, verbose: verbose, fork: fork, sampler: sampler }
       return true unless block
 
       begin
@@ -106,6 +112,22 @@ module Hakari
     def format_for(path) = Native.format_for(path.to_s)
 
     private
+
+    # In a forked child (Hakari::ForkHook), where the engine has stopped: with fork: :inherit, a
+    # profile of the child's own, written at its exit. A failure is one warning: the child runs on.
+    def forked_child
+      session = @session
+      return unless session&.dig(:fork) == :inherit && !Native.running?
+
+      Native.start(*session[:sampler])
+      out = session[:base_output] && Forks.child_path(session[:base_output], Process.pid)
+      @session = session.merge(output: out)
+      pid = Process.pid
+      at_exit { stop if Process.pid == pid && running? }
+    rescue StandardError => e
+      @session = nil
+      warn "hakari: the forked child #{Process.pid} could not profile: #{e.message}"
+    end
 
     TRACE_OPTIONS = %i[measure exclude threads exclude_threads merge_fibers merge_threads].freeze
 
