@@ -4,6 +4,7 @@ require_relative "hakari/version"
 require_relative "hakari/output"
 require_relative "hakari/engine"
 require_relative "hakari/forks"
+require_relative "hakari/snapshots"
 
 # hakari — a Ruby profiler with a C engine. See the README for the returned data's shape.
 module Hakari
@@ -34,25 +35,29 @@ module Hakari
     # Starts profiling. With a block: profiles it, writes output: if given, returns the Profile.
     # mode: :cpu / :wall sample; mode: :trace records every call (measure:, exclude:, threads:, …).
     # fork: :stop (a forked child does not profile) or :inherit (each child profiles into its own
-    # file: Hakari::Forks).
+    # file: Hakari::Forks). every:, output_dir:, keep:, signal: continuous snapshots (Hakari::Snapshots).
     def start(mode: :cpu, frequency: DEFAULT_FREQUENCY, output: nil, format: nil, aggregate: true,
-              verbose: false, max_depth: DEFAULT_MAX_DEPTH, synthesize: nil, fork: :stop, **trace_options, &block)
+              verbose: false, max_depth: DEFAULT_MAX_DEPTH, synthesize: nil, fork: :stop,
+              every: nil, output_dir: nil, keep: nil, signal: nil, **trace_options, &block)
       fmt = output ? resolve_format(output, format) : check_format(format)
       check_output(output) if output
       raise ArgumentError, "invalid verbose: #{verbose.inspect} (expected true or false)" unless [true, false].include?(verbose)
       Forks.check(fork)
+      snapshots = Snapshots.check(every: every, output_dir: output_dir, keep: keep, signal: signal, output: output)
       raise "hakari is already running (call Hakari.stop first)" if running?
 
       if mode == :trace || mode == "trace"
         raise ArgumentError, "synthesize: applies to mode: :cpu and :wall (tracing sees every call)" unless synthesize.nil?
         raise ArgumentError, "fork: :inherit applies to mode: :cpu and :wall" if fork == :inherit
+        raise ArgumentError, "every: applies to mode: :cpu and :wall (a trace is built once, at stop)" if snapshots
         start_trace(**trace_options)
       else
         reject_trace_options(mode, trace_options)
         sampler = [mode, frequency, aggregate, max_depth, synthesize.nil? ? true : synthesize]
         Native.start(*sampler)
       end
-      @session = { output: output, base_output: output, format: fmt, verbose: verbose, fork: fork, sampler: sampler }
+      @session = { output: output, base_output: output, format: fmt, verbose: verbose, fork: fork, sampler: sampler,
+                   snapshot_settings: snapshots, snapshots: snapshots && Snapshots.new(snapshots, fmt).start }
       return true unless block
 
       begin
@@ -69,6 +74,8 @@ module Hakari
     def stop(gc_stat_into: nil)
       raise ArgumentError, "gc_stat_into must be a Hash, not #{gc_stat_into.inspect}" unless gc_stat_into.nil? || gc_stat_into.is_a?(Hash)
 
+      writer = @session&.dig(:snapshots)
+      writer&.halt
       data = Native.stop(gc_stat_into)
       return nil unless data
 
@@ -76,6 +83,7 @@ module Hakari
       @session = nil
       report_verbose(data) if session[:verbose]
       save(session[:output], data, format: session[:format]) if session[:output]
+      writer&.write_last(data)
       data
     end
 
@@ -121,7 +129,8 @@ module Hakari
 
       Native.start(*session[:sampler])
       out = session[:base_output] && Forks.child_path(session[:base_output], Process.pid)
-      @session = session.merge(output: out)
+      settings = session[:snapshot_settings]
+      @session = session.merge(output: out, snapshots: settings && Snapshots.new(settings, session[:format]).start)
       pid = Process.pid
       at_exit { stop if Process.pid == pid && running? }
     rescue StandardError => e

@@ -7,6 +7,8 @@
  * value and what is accepted.
  */
 #include <ruby.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -477,6 +479,49 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
     return Qtrue;
 }
 
+/* Native.write_file(path, bytes, drop) -> true: bytes into path whole (a temporary file beside it,
+ * then a rename), then the file drop (a String, or nil) removed. All with the GVL held: the
+ * thread that writes continuous snapshots would otherwise wait for the GVL after each system call,
+ * up to a time slice (100 ms) each while the program runs, and fall behind its schedule. The
+ * files are small; the encoding before took the GVL longer. Raises SystemCallError naming the path. */
+static VALUE native_write_file(VALUE mod, VALUE path, VALUE bytes, VALUE drop)
+{
+    const char *dst = StringValueCStr(path);
+    StringValue(bytes);
+    VALUE tmp = rb_sprintf("%s.%ld.tmp", dst, (long)getpid());
+    const char *t = StringValueCStr(tmp);
+    int fd = open(t, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) rb_sys_fail(t);
+    const char *p = RSTRING_PTR(bytes);
+    size_t left = (size_t)RSTRING_LEN(bytes);
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : EIO;
+            close(fd);
+            unlink(t);
+            errno = e;
+            rb_sys_fail(dst);
+        }
+        p += n;
+        left -= (size_t)n;
+    }
+    if (close(fd) != 0 || rename(t, dst) != 0) {
+        int e = errno;
+        unlink(t);
+        errno = e;
+        rb_sys_fail(dst);
+    }
+    if (!NIL_P(drop) && unlink(StringValueCStr(drop)) != 0 && errno != ENOENT) rb_sys_fail(StringValueCStr(drop));
+    RB_GC_GUARD(tmp);
+    return Qtrue;
+}
+
+/* Native.own_thread -> true, or false when not sampling: the calling thread is hakari's own
+ * (Hakari::Snapshots' writer), never sampled */
+static VALUE native_own_thread(VALUE mod) { return hk_sampler_own_thread() == 0 ? Qtrue : Qfalse; }
+
 /* fills the Hash arg with GC.stat (rb_gc_stat) */
 static void gc_stat_into(void *arg) { rb_gc_stat(*(VALUE *)arg); }
 
@@ -742,6 +787,8 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_module_function(mNative, "stop", native_stop, -1);
     rb_define_module_function(mNative, "snapshot", native_snapshot, 1);
     rb_define_module_function(mNative, "running?", native_running_p, 0);
+    rb_define_module_function(mNative, "own_thread", native_own_thread, 0);
+    rb_define_module_function(mNative, "write_file", native_write_file, 3);
     rb_define_module_function(mNative, "end_at_exit", native_end_at_exit, -1);
     rb_gc_register_address(&end_gc_hash);
     rb_define_module_function(mNative, "trace_start", native_trace_start, 6);

@@ -323,7 +323,7 @@ static void sample_waiting_threads(const hk_thread *cur, int64_t now)
     for (size_t i = 0; i < S.nthreads; i++) {
         hk_thread *t = &S.threads[i];
         hk_stack_spot spot;
-        if (t == cur || !t->vm_thread || hk_stack_walk_spot(t->vm_thread, &spot) < 0) continue;
+        if (t == cur || t->own || !t->vm_thread || hk_stack_walk_spot(t->vm_thread, &spot) < 0) continue;
         if (t->spot_valid && spot.mark && spot.cfp == t->spot.cfp && spot.pc == t->spot.pc &&
             spot.mark == t->spot.mark) {
             t->again = 1;
@@ -365,7 +365,7 @@ static int record_tail(uint32_t seq, int64_t weight, uint32_t labels)
  * waiting at stop. ctx: GVL. */
 static void take_thread_tail(hk_thread *t, int64_t now, int own)
 {
-    if (t->prev_clock < 0 || now < 0) return;
+    if (t->prev_clock < 0 || now < 0 || t->own) return;
     int64_t weight = now - t->prev_clock;
     t->prev_clock = now;
     if (weight <= 0) return;
@@ -427,7 +427,7 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
         hk_sampler_holder_ended(hk_stack_walk_thread_of(th));
         if (!t) return;
         take_thread_tail(t, now, 1);
-        if (S.cfg.mode == HK_MODE_CPU) {
+        if (S.cfg.mode == HK_MODE_CPU && !t->own) { /* hakari's own thread: none of its time */
             hk_sampler_native_accounted(hk_gettid(), native);
             if (!t->seq) t->seq = ++S.nseq;
             hk_sampler_thread_exiting(t->seq, native);
@@ -465,6 +465,22 @@ static int64_t wall_tick_time(void)
     return clock_at_tick(CLOCK_MONOTONIC, &state, &leaf);
 }
 
+/* the job runs on hakari's own thread (hk_sampler_own_thread) */
+__attribute__((cold, noinline)) static int on_own_thread(void)
+{
+    const hk_thread *t = hk_sampler_thread_find(rb_thread_current());
+    return t && t->own;
+}
+
+int hk_sampler_own_thread(void)
+{
+    hk_thread *t = S.running ? hk_sampler_thread_find(rb_thread_current()) : NULL;
+    if (!t) return -1;
+    t->own = 1;
+    S.any_own = 1;
+    return 0;
+}
+
 /* ctx: GVL (postponed job) */
 HK_HOT static void sample_job(void *arg)
 {
@@ -476,6 +492,7 @@ HK_HOT static void sample_job(void *arg)
     hk_stack_walk_prefetch();
     if (!S.running || S.building) return;
     if (S.cfg.mode == HK_MODE_WALL) __atomic_store_n(&S.job_ran, 1, __ATOMIC_RELAXED);
+    if (S.any_own && on_own_thread()) return;
     uint64_t t0 = cost_clock();
     const hk_thread *t = take_sample();
     /* not when this thread's sample failed (the ring is full, or it has no frame) */

@@ -67,6 +67,7 @@ typedef struct hk_thread {
     uint8_t has_clock;
     uint8_t spot_valid;    /* spot is where its stack stood at its latest sample */
     uint8_t again;         /* this tick: waiting where its latest sample found it (sampler.c) */
+    uint8_t own;           /* hakari's own (the snapshot thread): never sampled (hk_sampler_own_thread) */
     /* wall mode, while another thread runs: its stack at its latest sample,
      * taken by another thread's job (sampler.c sample_waiting_threads) */
     hk_stack_spot spot;
@@ -132,6 +133,7 @@ typedef struct hk_sampler {
     hk_thread *threads; size_t nthreads, threads_cap;
     uint32_t nseq;        /* threads that have been sampled */
     int mn;               /* cpu mode under M:N threads: threads' CPU clocks from sampler_mn.c */
+    int any_own;          /* a thread is hakari's own (hk_thread.own) */
     /* Thread objects of threads that ended, marked until the worker can no longer be
      * flagging them (sampler_threads.c hk_sampler_thread_retire): until trigger_count reaches `until` */
     struct hk_retired { VALUE thread; uint64_t until; } *retired; size_t nretired, retired_cap;

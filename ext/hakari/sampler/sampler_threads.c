@@ -36,6 +36,7 @@ hk_thread *hk_sampler_thread_add(VALUE th, int64_t prev_clock)
     t->tid = 0;
     t->vm_thread = hk_stack_walk_thread_of(th);
     t->spot_valid = 0;
+    t->own = 0;
     if (t->vm_thread) hk_sampler_thread_flaggable(t);
     return t;
 }
