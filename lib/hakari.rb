@@ -121,6 +121,11 @@ module Hakari
 
     private
 
+    # Autorun writes its profile itself, at exit: the path a forked child's file is named from.
+    def fork_output(path)
+      @session[:base_output] ||= path if @session
+    end
+
     # In a forked child (Hakari::ForkHook), where the engine has stopped: with fork: :inherit, a
     # profile of the child's own, written at its exit. A failure is one warning: the child runs on.
     def forked_child

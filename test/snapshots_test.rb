@@ -79,6 +79,31 @@ class SnapshotsTest < Minitest::Test
     end
   end
 
+  def test_record_every_writes_snapshots_into_the_directory
+    Dir.mktmpdir do |dir|
+      snaps = File.join(dir, "snaps") # made by record
+      cmd = [RbConfig.ruby, "-I#{ENGINE_LIB}", File.expand_path("../exe/hakari", __dir__), "record"]
+      _, err, st = Open3.capture3(*cmd, "--every", "250ms", "-o", snaps, RbConfig.ruby, "-e",
+                                  "t = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 1.2; nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) < t")
+      assert st.success?, err
+      names = Dir.children(snaps).sort
+      assert_includes 4..7, names.size, names.inspect
+      total = names.sum { |n| Hakari::Native.read_file(File.join(snaps, n)).label_values("state").values.sum }
+      assert_in_delta 1.2e9, total, 0.25e9, "cpu mode: the files hold the loop's CPU"
+      {
+        %w[--every 0s] => /invalid --every "0s" \(expected a duration above 0/,
+        %w[--every soon] => /invalid --every "soon"/,
+        %w[--every 1m] => /--every needs -o DIR/,
+        %w[--every 1m -o /proc/hakari-x] => %r{cannot write snapshots to "/proc/hakari-x"},
+        %w[--every 1m -m trace -o x] => /--every applies to -m cpu and -m wall/,
+      }.each do |args, message|
+        _, err, st = Open3.capture3(*cmd, *args, "ruby", "-e", "1")
+        assert_equal 2, st.exitstatus, args.inspect
+        assert_match message, err
+      end
+    end
+  end
+
   def test_bad_settings_are_refused_before_anything_starts
     {
       { every: 0, output_dir: "x" } => /invalid every: 0 \(expected a number of seconds above 0\)/,

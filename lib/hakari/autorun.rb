@@ -53,6 +53,11 @@ module Hakari
       opts[:frequency] = frequency(env[S::ENV_FREQUENCY]) if env[S::ENV_FREQUENCY]
       opts[:verbose] = true if env[S::ENV_VERBOSE] == "1"
       opts[:synthesize] = synthesize(env[S::ENV_SYNTHESIZE]) if env[S::ENV_SYNTHESIZE]
+      opts[:fork] = env[S::ENV_FORK].to_sym if env[S::ENV_FORK]
+      if env[S::ENV_EVERY]
+        opts[:every] = Float(env[S::ENV_EVERY])
+        opts[:output_dir] = env[S::ENV_OUTPUT]
+      end
       opts
     end
 
@@ -78,6 +83,8 @@ module Hakari
       # Standalone there is nobody to print a report, so a file is the only output.
       @format = env[S::ENV_FORMAT]&.to_sym
       @output = env[S::ENV_OUTPUT] || (@dir ? nil : Output.default_path(@format))
+      @snapshots = env[S::ENV_EVERY] ? @output : nil # a directory: Hakari.stop writes the last file there
+      @output = nil if @snapshots
       @report = env[S::ENV_REPORT] == "1"
       @pid = Process.pid
       require "hakari"
@@ -86,6 +93,7 @@ module Hakari
       @gc_after = {} # made now: an allocation in finish, before stop, could run a GC step there
       at_exit { finish } # before start, or trace mode would count the call
       Hakari.start(**start_options(env))
+      Hakari.send(:fork_output, @output) if @output # fork: :inherit names the children's files from it
       @started = true
       if Hakari.pause # trace mode
         resume_at_the_first_script
@@ -124,6 +132,7 @@ module Hakari
       gc_deltas(@gc_before, @gc_after).each { |k, v| result[k] = v }
       states(data).each { |k, v| result[k] = v } unless data[:mode] == :trace
       S.write_atomic(File.join(@dir, S::REPORT_FILE), data.encode(:text)) if @dir && @report
+      result["output"] = @snapshots if @snapshots
       if @output
         begin
           Hakari.save(@output, data, format: @format)

@@ -80,7 +80,9 @@ module Hakari
       rescue Errno::EPIPE
         # `hakari record -p … | head`: the reader has what it wanted
       end
-      if ok && o.verbose && o.output
+      if ok && o.verbose && o.every
+        @err.puts "hakari: wrote snapshots every #{o.every} s to #{o.output}"
+      elsif ok && o.verbose && o.output
         @err.puts "hakari: wrote #{o.output} (#{o.format || Hakari.format_for(o.output)}, " \
                   "#{outcome.result["sample_count"]} samples)"
       end

@@ -14,7 +14,7 @@ module Hakari
     module Options
 
       Parsed = Struct.new(:mode, :measure, :frequency, :output, :format, :print,
-                          :verbose, :report, :no_synthesize, :argv, keyword_init: true)
+                          :verbose, :report, :no_synthesize, :fork, :every, :argv, keyword_init: true)
 
       module_function
 
@@ -32,12 +32,35 @@ module Hakari
         if o.no_synthesize && o.mode == :trace
           raise UsageError, "--no-synthesize applies to -m cpu and -m wall (tracing sees every call)"
         end
+        if o.fork == :inherit && o.mode == :trace
+          raise UsageError, "--fork inherit applies to -m cpu and -m wall"
+        end
+        check_every(o) if o.every
         o.argv = rest
         # record always writes a file, unless -p alone asked for the report on stdout instead;
         # with --format, the file is named for it (hakari.collapsed, ...), even beside -p
         o.output ||= Hakari::Output.default_path(o.format) if name == "record" && (!o.print || o.format)
-        o.output &&= check_output(o.output)
+        o.output &&= check_output(o.output) unless o.every
         o
+      end
+
+      # --every: -o names the directory the snapshots go to (made when missing)
+      def check_every(o)
+        raise UsageError, "--every applies to -m cpu and -m wall" if o.mode == :trace
+        raise UsageError, "--every needs -o DIR, the directory the snapshots go to" unless o.output
+        raise UsageError, "--every writes files, not the report (-p)" if o.print
+        Hakari::Snapshots.check_dir(o.output)
+        o.output = File.expand_path(o.output)
+      rescue ArgumentError => e
+        raise UsageError, e.message
+      end
+
+      # "60s", "500ms", "2m" or a number of seconds: seconds, above 0
+      def parse_every(value)
+        m = value.match(/\A([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?\z/)
+        seconds = m && Float(m[1]) * { "ms" => 0.001, "s" => 1, "m" => 60, "h" => 3600, nil => 1 }.fetch(m[2])
+        return seconds if seconds&.positive?
+        raise UsageError, "invalid --every #{value.inspect} (expected a duration above 0: 60s, 500ms, 5m or seconds)"
       end
 
       # The block's value; OptionParser's errors become a UsageError naming the option, and
@@ -69,7 +92,9 @@ module Hakari
         op.on("--format FORMAT") { |v| o.format = choice("format", v, Hakari::FORMATS) }
         op.on("-v", "--verbose") { o.verbose = true }
         op.on("--no-synthesize") { o.no_synthesize = true }
+        op.on("--fork MODE") { |v| o.fork = choice("--fork", v, Hakari::Forks::CHOICES) }
         op.on("-p", "--print") { o.print = true } if name == "record"
+        op.on("--every DURATION") { |v| o.every = parse_every(v) } if name == "record"
         op.on("--report") { o.report = true } if name != "record" # exec implies it; accepted anyway
         op.on("-h", "--help") { raise HelpRequested, name }
         op

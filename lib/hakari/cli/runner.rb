@@ -57,6 +57,8 @@ module Hakari
         env[Session::ENV_VERBOSE] = "1" if @o.verbose
         env[Session::ENV_SYNTHESIZE] = "0" if @o.no_synthesize
         env[Session::ENV_REPORT] = "1" if @o.print || @o.report
+        env[Session::ENV_FORK] = @o.fork.to_s if @o.fork
+        env[Session::ENV_EVERY] = @o.every.to_s if @o.every
         env["RUBYLIB"] = [LIB_DIR, ENV["RUBYLIB"]].compact.reject(&:empty?).join(File::PATH_SEPARATOR)
         env["RUBYOPT"] = ["-rhakari/autorun", ENV["RUBYOPT"]].compact.reject(&:empty?).join(" ")
         env

@@ -16,9 +16,11 @@ module Hakari
       ENV_VERBOSE   = "HAKARI_VERBOSE"    # 1 = Hakari.start(verbose: true)
       ENV_SYNTHESIZE = "HAKARI_SYNTHESIZE" # 0 = Hakari.start(synthesize: false)
       ENV_REPORT    = "HAKARI_REPORT"     # 1 = also leave the text report in the session dir
+      ENV_FORK      = "HAKARI_FORK"       # inherit = Hakari.start(fork: :inherit)
+      ENV_EVERY     = "HAKARI_EVERY"      # seconds: snapshots every so often into the directory HAKARI_OUTPUT
       ENV_CLAIMED   = "HAKARI_CLAIMED"    # standalone only: pid of the process that profiles
       ALL_ENV = [ENV_DIR, ENV_MODE, ENV_MEASURE, ENV_FREQUENCY, ENV_OUTPUT, ENV_FORMAT,
-                 ENV_VERBOSE, ENV_SYNTHESIZE, ENV_REPORT, ENV_CLAIMED].freeze
+                 ENV_VERBOSE, ENV_SYNTHESIZE, ENV_REPORT, ENV_CLAIMED, ENV_FORK, ENV_EVERY].freeze
 
       CLAIM_FILE  = "claim"       # created O_EXCL by the first Ruby process; holds its pid
       RESULT_FILE = "result"      # "key<TAB>value" lines: counters, GC deltas, status
