@@ -72,7 +72,7 @@ static VALUE restore_slot(VALUE prev)
 static VALUE yield_block(VALUE arg)
 {
     (void)arg;
-    return rb_yield_values(0);
+    return rb_yield(Qundef); /* no arguments */
 }
 
 /* Hakari.label(labels = nil, **labels) { ... }: the block runs with these labels on the
@@ -81,8 +81,12 @@ static VALUE yield_block(VALUE arg)
 static VALUE hakari_label(int argc, VALUE *argv, VALUE self)
 {
     (void)self;
+    /* (not rb_scan_args: this call is made on every request of a server, profiled or not) */
     VALUE pos = Qnil, kw = Qnil;
-    rb_scan_args(argc, argv, "01:", &pos, &kw);
+    if (argc == 1 && rb_keyword_given_p()) kw = argv[0];
+    else if (argc == 1) pos = argv[0];
+    else if (argc == 2 && rb_keyword_given_p()) pos = argv[0], kw = argv[1];
+    else if (argc != 0) rb_error_arity(argc, 0, 1);
     if (!NIL_P(pos) && !RB_TYPE_P(pos, T_HASH))
         rb_raise(rb_eArgError, "invalid labels %+" PRIsVALUE " (expected a Hash or keywords)", pos);
     label_args a;
@@ -90,7 +94,7 @@ static VALUE hakari_label(int argc, VALUE *argv, VALUE self)
     if (!NIL_P(pos)) rb_hash_foreach(pos, collect_label, (VALUE)&a);
     if (!NIL_P(kw)) rb_hash_foreach(kw, collect_label, (VALUE)&a);
     int block = rb_block_given_p();
-    if (!hk_sampler_running() || hk_sampler_ended()) return block ? rb_yield_values(0) : Qnil;
+    if (!hk_sampler_running() || hk_sampler_ended()) return block ? rb_yield(Qundef) : Qnil;
     VALUE prev = rb_thread_local_aref(rb_thread_current(), id_slot);
     uint32_t base = FIXNUM_P(prev) ? hk_labels_unpack(FIX2LONG(prev)) : 0;
     int64_t id = hk_labels_merge(base, a.kv, a.n);

@@ -226,6 +226,45 @@ static void test_a_watched_thread_begins_its_period_at_its_sample(void)
               "first tick %lld us after the look, expected about 200", (long long)(first_tick - 10 * MS) / 1000);
 }
 
+/* Looks of a wakeable pacer from 0 to `to` on the sim: how many, and how many asked for an idle wait */
+static void count_looks(sim *s, int wakeable, int64_t to, int *looks, int *idle)
+{
+    hk_pacer p = hk_pace_new();
+    p.wakeable = wakeable;
+    const hk_pace_reader r = {sim_wall, sim_cpu, sim_others, sim_before_tick, s};
+    *looks = *idle = 0;
+    s->now = 0;
+    while (s->now < to) {
+        hk_pace_tick tick;
+        long wait = hk_pace_look(&p, WATCHED, PERIOD, &r, &tick);
+        (*looks)++;
+        *idle += tick.idle_wait > 0;
+        if (tick.idle_wait) CHECK_INT(tick.idle_wait, HK_PACE_IDLE_PERIODS * PERIOD);
+        s->now += tick.idle_wait ? tick.idle_wait : wait; /* as the worker does while no thread holds the GVL */
+    }
+}
+
+/* An idle process (nothing runs) is looked at HK_PACE_IDLE_PERIODS periods apart once a few
+ * looks found nothing, where something wakes the worker; every period otherwise; and never
+ * while another thread uses CPU. */
+static void test_an_idle_process_is_looked_at_rarely_when_the_gvl_wakes_the_worker(void)
+{
+    const span spans[] = {{MS / 2, 1}, {200 * MS, 0}};
+    sim s = {spans, 2, 0, 0, 0, 0, 0};
+    int looks, idle;
+    count_looks(&s, 1, 200 * MS, &looks, &idle);
+    /* a look a period until HK_PACE_QUIET_LOOKS in a row found nothing, then one every HK_PACE_IDLE_PERIODS */
+    int quiet_ms = HK_PACE_QUIET_LOOKS + 1, idle_looks = (200 - quiet_ms) / HK_PACE_IDLE_PERIODS;
+    CHECK_MSG(looks <= quiet_ms + idle_looks + 2, "%d looks in 200 ms idle, wakeable", looks);
+    CHECK_MSG(idle >= idle_looks - 1, "%d idle waits", idle);
+    count_looks(&s, 0, 200 * MS, &looks, &idle);
+    CHECK_INT(idle, 0);
+    CHECK_MSG(looks >= 190, "%d looks in 200 ms idle, not wakeable: one a period", looks);
+    sim busy = {spans, 2, 30, 0, 0, 0, 0}; /* others use 30 % of a core */
+    count_looks(&busy, 1, 200 * MS, &looks, &idle);
+    CHECK_INT(idle, 0);
+}
+
 int main(void)
 {
     RUN(test_running_thread_ticks_once_per_period_of_cpu);
@@ -237,5 +276,6 @@ int main(void)
     RUN(test_other_threads_cpu_completes_the_period);
     RUN(test_other_threads_cpu_counts_after_the_watched_thread_ends);
     RUN(test_a_watched_thread_begins_its_period_at_its_sample);
+    RUN(test_an_idle_process_is_looked_at_rarely_when_the_gvl_wakes_the_worker);
     return check_done();
 }

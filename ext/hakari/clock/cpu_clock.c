@@ -32,6 +32,7 @@
 
 static struct {
     _Alignas(64) clockid_t watched; /* the paced worker's clock */
+    int idle;                       /* the paced worker sleeps an idle wait (hk_cpu_clock_poke ends it) */
     int64_t watched_from;           /* where its period begins on it (-1: at the worker's next look) */
     int64_t period_ns;
     hk_tick_hooks hooks;
@@ -158,6 +159,16 @@ static long pace_step(void)
     hk_pace_tick tick;
     F.read = 0;
     long wait = hk_pace_look(&C.pacer, c, C.period_ns, &reader, &tick);
+    if (tick.idle_wait) {
+        /* the flag first, then the GVL: a thread that takes the GVL after this read pokes (the
+         * poke may come before the wait begins: it ends the wait at once, timer.c). Held, the
+         * GVL may be running code soon (a C call that slept holding it): the usual wait. */
+        __atomic_store_n(&C.idle, 1, __ATOMIC_SEQ_CST);
+        if (C.hooks.gvl_free()) wait = tick.idle_wait;
+        else __atomic_store_n(&C.idle, 0, __ATOMIC_RELAXED);
+    } else if (__atomic_load_n(&C.idle, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&C.idle, 0, __ATOMIC_RELAXED);
+    }
     if (tick.due) {
         publish_readings();
         C.hooks.tick(c, tick.at, tick.state);
@@ -183,6 +194,8 @@ int hk_cpu_clock_reading(clockid_t c, int64_t *value)
 static int start_paced(char *err, size_t errlen)
 {
     C.pacer = hk_pace_new();
+    C.pacer.wakeable = C.hooks.gvl_free != NULL;
+    C.idle = 0;
     int rc = hk_timer_start_paced(pace_step, err, errlen);
     C.kind = hk_timer_kind();
     return rc;
@@ -334,6 +347,11 @@ void hk_cpu_clock_watch(clockid_t c, int64_t from)
     if (__atomic_load_n(&C.watched, __ATOMIC_RELAXED) == c) return;
     __atomic_store_n(&C.watched_from, from, __ATOMIC_RELAXED);
     __atomic_store_n(&C.watched, c, __ATOMIC_RELEASE);
+}
+
+void hk_cpu_clock_poke(void)
+{
+    if (__atomic_load_n(&C.idle, __ATOMIC_RELAXED) && __atomic_exchange_n(&C.idle, 0, __ATOMIC_RELAXED)) hk_timer_poke();
 }
 
 void hk_cpu_clock_stop(void)

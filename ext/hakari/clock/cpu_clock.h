@@ -28,6 +28,10 @@ typedef struct hk_tick_hooks {
     void (*before)(void);
     /* the tick: clock c read value ns; state says how its thread was (HK_TICK_*, pace.h) */
     void (*tick)(clockid_t c, int64_t value, int state);
+    /* Whether no thread holds the GVL now, or NULL where that cannot be known. Given, it says so
+     * with a sequentially consistent load, and hk_cpu_clock_poke is called whenever a thread takes
+     * the GVL: the paced worker of an idle process may then sleep long (pace.c, "idle"). */
+    int (*gvl_free)(void);
 } hk_tick_hooks;
 
 /* ctx: GVL. Starts the clock with a period of period_ns, watching clock first;
@@ -40,6 +44,9 @@ int hk_cpu_clock_start(int64_t period_ns, int perf, clockid_t first, const hk_ti
  * `from` (its latest sample's reading; -1: at the worker's next look). Cheap
  * when it does not change. */
 void hk_cpu_clock_watch(clockid_t c, int64_t from);
+/* ctx: any thread, as it takes the GVL (a thread hook). Ends the paced worker's idle sleep,
+ * if it sleeps one: a load, when it does not. */
+void hk_cpu_clock_poke(void);
 /* ctx: GVL (the job). Clock c's value at the latest tick where the paced worker read it
  * beside the watched one's (a thread it follows, read because the watched one was not running
  * all the time): 1 and *value, or 0. */

@@ -28,7 +28,18 @@ typedef struct hk_pacer {
     int64_t base;             /* that clock at the start of the current period, or -1 */
     int64_t others_base;      /* the other threads' CPU at the last tick, or -1 */
     int64_t prev_cpu, prev_wall; /* the watched clock and the monotonic clock at the previous look */
+    int64_t prev_others;      /* the other threads' CPU at the previous look, or -1 */
+    int quiet_looks;          /* looks in a row at which no thread had run since the one before */
+    int wakeable;             /* the worker is woken when a thread takes the GVL (hk_pace_tick.idle) */
 } hk_pacer;
+
+/* Looks in a row that find nothing run before the worker sleeps long (pace.c, "idle"): some
+ * 50 ms at 1000 Hz, longer than the short waits of busy code (a sleep, a read), after which the
+ * first look may come late (a woken VM's core can take a millisecond) */
+#define HK_PACE_QUIET_LOOKS 50
+/* How long it then sleeps, in periods, and at most (ns) */
+#define HK_PACE_IDLE_PERIODS 20
+#define HK_PACE_IDLE_MAX_NS 50000000LL
 
 /* The readings a look takes, in this order: monotonic time, the watched
  * clock; the other threads' CPU only while the thread is not running all the
@@ -47,6 +58,8 @@ typedef struct hk_pace_tick {
     int due;       /* trigger the job */
     int64_t at;    /* the watched clock at the tick */
     int state;     /* HK_TICK_* */
+    long idle_wait; /* the process is idle: a wakeable pacer's worker may wait this long instead
+                       (ns; 0: not idle), when it is woken as soon as a thread takes the GVL */
 } hk_pace_tick;
 
 /* A fresh pacer: no clock watched yet. */

@@ -44,6 +44,7 @@ static struct {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int stop, ready, armed;
+    int poked;                 /* hk_timer_poke: the paced worker's wait ends now */
     int worker_tid;
     long long cpu_ns;          /* the worker's CPU time, written as it exits */
 } T = {.lock = PTHREAD_MUTEX_INITIALIZER, .kind = "none"};
@@ -103,11 +104,20 @@ static int arm_signal_timer(timer_t *timer)
 }
 #endif
 
-/* with T.lock held: waits until deadline, or until asked to stop */
+/* with T.lock held: waits until deadline, or until asked to stop or poked */
 static void wait_until(const struct timespec *deadline)
 {
     int rc = 0;
-    while (!T.stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.cond, &T.lock, deadline);
+    while (!T.stop && !T.poked && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&T.cond, &T.lock, deadline);
+    T.poked = 0;
+}
+
+void hk_timer_poke(void)
+{
+    pthread_mutex_lock(&T.lock);
+    T.poked = 1;
+    pthread_cond_signal(&T.cond);
+    pthread_mutex_unlock(&T.lock);
 }
 
 /* the fallback clock: absolute deadlines, so time spent in `fire` does not drift the rate */

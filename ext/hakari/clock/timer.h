@@ -34,6 +34,9 @@ int hk_timer_start(long interval_ns, hk_timer_fire_fn fire, char *err, size_t er
  * handler) and waits as long as each call asks, on a condition variable whose
  * timer slack is cut to 1 µs; 0, or -1 with a message in err. */
 int hk_timer_start_paced(hk_timer_pace_fn pace, char *err, size_t errlen);
+/* ctx: any thread but the worker. A paced worker's current wait ends now (one that has not
+ * begun yet ends at once). */
+void hk_timer_poke(void);
 /* ctx: GVL, before a start. The work for the next worker's spare time, or NULL. */
 void hk_timer_set_idle(hk_timer_idle_fn idle);
 /* the real-time signal the worker handles, or 0 (condvar fallback) */

@@ -612,7 +612,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     hk_timer_set_idle(hk_resolve_on_worker);
     int rc;
     if (cfg->mode == HK_MODE_CPU) {
-        const hk_tick_hooks hooks = {cpu_before_tick, cpu_tick};
+        const hk_tick_hooks hooks = {cpu_before_tick, cpu_tick, hk_sampler_gvl_free_fn()};
         rc = hk_cpu_clock_start(S.period_ns, cfg->cpu_clock == HK_CPU_CLOCK_PERF,
                                 hk_thread_cpu_clock(hk_gettid()), &hooks, err, errlen);
         if (rc == 0) hk_sampler_threads_clock();

@@ -297,6 +297,9 @@ size_t hk_sampler_exits_take(uint32_t *seqs, int64_t *ns, size_t max, uint64_t *
 /* The thread that holds the GVL (S.holder), for the worker to flag at a tick, where Ruby's
  * thread hooks name it (3.3+; else S.holder stays NULL): from start (the calling thread) to
  * stop (or a forked child's forget); ended: a thread's end, which is no longer to be flagged. */
+/* Where Ruby has thread hooks (3.3+): a function that says whether no thread holds the GVL
+ * (hk_tick_hooks.gvl_free); else NULL */
+int (*hk_sampler_gvl_free_fn(void))(void);
 void hk_sampler_holder_start(void);
 void hk_sampler_holder_stop(void);
 void hk_sampler_holder_ended(const void *vm_thread);

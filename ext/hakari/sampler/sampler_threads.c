@@ -325,20 +325,46 @@ size_t hk_sampler_exits_take(uint32_t *seqs, int64_t *ns, size_t max, uint64_t *
 #if defined(HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK) && defined(HAVE_RB_INTERNAL_THREAD_SPECIFIC_GET)
 static rb_internal_thread_event_hook_t *holder_hook;
 
-/* ctx: the thread that just took the GVL */
-static void on_resumed(rb_event_flag_t ev, const rb_internal_thread_event_data_t *data, void *user)
+/* No thread holds the GVL: every Ruby thread waits (set as one lets it go, cleared as one takes
+ * it). Only then may cpu mode's worker sleep long in an idle process: a C call that holds the
+ * GVL while it sleeps is followed by Ruby code that takes it from nobody. */
+static int gvl_free;
+
+/* ctx: the thread that just took the GVL (RESUMED), or is letting it go (SUSPENDED) */
+static void on_gvl_event(rb_event_flag_t ev, const rb_internal_thread_event_data_t *data, void *user)
 {
-    (void)ev, (void)user;
+    (void)user;
+    if (ev & RUBY_INTERNAL_THREAD_EVENT_SUSPENDED) {
+        __atomic_store_n(&gvl_free, 1, __ATOMIC_SEQ_CST);
+        return;
+    }
     if (data) __atomic_store_n(&S.holder, hk_stack_walk_thread_of(data->thread), __ATOMIC_RELAXED);
+    /* cleared before the worker's flag is read, as the worker sets its flag before reading this
+     * (cpu_clock.c): one of the two sees the other, so no idle sleep outlasts this take */
+    __atomic_store_n(&gvl_free, 0, __ATOMIC_SEQ_CST);
+    if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_poke(); /* an idle worker's sleep ends: work may begin */
 }
+
+static int gvl_is_free(void) { return __atomic_load_n(&gvl_free, __ATOMIC_SEQ_CST); }
 #endif
+
+int (*hk_sampler_gvl_free_fn(void))(void)
+{
+#if defined(HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK) && defined(HAVE_RB_INTERNAL_THREAD_SPECIFIC_GET)
+    return gvl_is_free;
+#else
+    return NULL;
+#endif
+}
 
 void hk_sampler_holder_start(void)
 {
 #if defined(HAVE_RB_INTERNAL_THREAD_ADD_EVENT_HOOK) && defined(HAVE_RB_INTERNAL_THREAD_SPECIFIC_GET)
     /* the calling thread holds the GVL now */
     __atomic_store_n(&S.holder, hk_stack_walk_thread_of(rb_thread_current()), __ATOMIC_RELAXED);
-    holder_hook = rb_internal_thread_add_event_hook(on_resumed, RUBY_INTERNAL_THREAD_EVENT_RESUMED, NULL);
+    __atomic_store_n(&gvl_free, 0, __ATOMIC_SEQ_CST);
+    holder_hook = rb_internal_thread_add_event_hook(
+        on_gvl_event, RUBY_INTERNAL_THREAD_EVENT_RESUMED | RUBY_INTERNAL_THREAD_EVENT_SUSPENDED, NULL);
 #endif
 }
 
