@@ -3,10 +3,11 @@
 # What labels cost (README, "Labels and servers"), in two parts, each setup once per round in a
 # shuffled order, in one run:
 #
-# 1. A label block, `Hakari.label(endpoint: "GET /users/:id") { }`, in a loop: nanoseconds per
-#    call above the same loop's empty body, while a cpu profile runs (1000 Hz) and while none
-#    does, beside a Ruby method that only yields (what any block-taking wrapper costs). Per-round
-#    differences: median and 95 % CI.
+# 1. A label block in a loop: nanoseconds per call above the same loop's empty body, while a
+#    cpu profile runs (1000 Hz) and while none does, beside a Ruby method that only yields (what
+#    any block-taking wrapper costs), with keywords (`Hakari.label(endpoint: "GET /users/:id")`:
+#    Ruby makes a Hash of them at every call) and with a frozen Hash made once
+#    (`Hakari.label(LABELS)`). Per-round differences: median and 95 % CI.
 # 2. A real puma (test/fixtures/puma: cluster mode, two workers, one thread each) serving a small
 #    endpoint on 127.0.0.1, restarted each round with and without hakari recording every worker
 #    (fork: :inherit, Hakari::Rack labelling each request): requests per second of a bounded
@@ -28,6 +29,7 @@ include PairedStats
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "31"))
 PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2").split(",")
 CALLS = 200_000
+LABELS = { endpoint: "GET /users/:id" }.freeze
 
 def yield_only = yield
 
@@ -41,6 +43,7 @@ def per_call(kind)
   when :empty then (i += 1 while i < CALLS)
   when :yield then (yield_only { i += 1 } while i < CALLS)
   when :label then (Hakari.label(endpoint: "GET /users/:id") { i += 1 } while i < CALLS)
+  when :label_hash then (Hakari.label(LABELS) { i += 1 } while i < CALLS)
   end
   (clock - t0).fdiv(CALLS)
 end
@@ -55,25 +58,24 @@ def ns_summary(diffs)
 end
 
 def part1
-  setups = %i[yield label_off label_on]
-  diffs = setups.to_h { [_1, []] }
-  3.times { per_call(:label); per_call(:yield); per_call(:empty) } # warm (and compiled, under YJIT)
+  # [loop, profiling?]
+  setups = { yield: [:yield, false], kw_off: [:label, false], kw_on: [:label, true],
+             hash_off: [:label_hash, false], hash_on: [:label_hash, true] }
+  diffs = setups.transform_values { [] }
+  3.times { %i[label label_hash yield empty].each { per_call(_1) } } # warm (and compiled, under YJIT)
   ROUNDS.times do
-    setups.shuffle.each do |setup|
-      case setup
-      when :yield then diffs[setup] << per_call(:yield) - per_call(:empty)
-      when :label_off then diffs[setup] << per_call(:label) - per_call(:empty)
-      when :label_on
-        Hakari.start(mode: :cpu)
-        diffs[setup] << per_call(:label) - per_call(:empty)
-        Hakari.stop
-      end
+    setups.to_a.shuffle.each do |name, (kind, profiling)|
+      Hakari.start(mode: :cpu) if profiling
+      diffs[name] << per_call(kind) - per_call(:empty)
+      Hakari.stop if profiling
     end
   end
   puts "1. a label block, ns per call above an empty loop body (#{ROUNDS} rounds of #{CALLS} calls)"
-  puts "   a method that only yields:   #{ns_summary(diffs[:yield])}"
-  puts "   Hakari.label, not profiling: #{ns_summary(diffs[:label_off])}"
-  puts "   Hakari.label, profiling:     #{ns_summary(diffs[:label_on])}"
+  puts "   a method that only yields:                  #{ns_summary(diffs[:yield])}"
+  puts "   Hakari.label(endpoint: ...), not profiling: #{ns_summary(diffs[:kw_off])}"
+  puts "   Hakari.label(endpoint: ...), profiling:     #{ns_summary(diffs[:kw_on])}"
+  puts "   Hakari.label(LABELS), not profiling:        #{ns_summary(diffs[:hash_off])}"
+  puts "   Hakari.label(LABELS), profiling:            #{ns_summary(diffs[:hash_on])}"
 end
 
 FIXTURE = File.expand_path("../test/fixtures/puma", __dir__)

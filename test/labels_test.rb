@@ -42,6 +42,24 @@ class LabelsTest < Minitest::Test
     assert_equal({}, Hakari.labels)
   end
 
+  def test_a_frozen_hash_of_labels_is_checked_once_and_merged_right_every_time
+    labels = { endpoint: "GET /a" }.freeze
+    Hakari.start(mode: :cpu)
+    3.times { Hakari.label(labels) { assert_equal({ endpoint: "GET /a" }, Hakari.labels) } }
+    Hakari.label(tenant: "t") do
+      Hakari.label(labels) { assert_equal({ endpoint: "GET /a", tenant: "t" }, Hakari.labels) }
+    end
+    Hakari.label(labels) { assert_equal({ endpoint: "GET /a" }, Hakari.labels) }
+    Hakari.stop
+    Hakari.start(mode: :cpu) # a new profile: its own sets
+    Hakari.label(labels) { assert_equal({ endpoint: "GET /a" }, Hakari.labels) }
+    value = +"v1"
+    mutable = { k: value }.freeze # frozen, but its value is not: read at every call
+    Hakari.label(mutable) { assert_equal({ k: "v1" }, Hakari.labels) }
+    value.replace("v2")
+    Hakari.label(mutable) { assert_equal({ k: "v2" }, Hakari.labels) }
+  end
+
   def test_without_a_profile_a_label_is_a_no_op_that_still_checks_its_input
     refute Hakari.running?
     assert_equal :done, Hakari.label(endpoint: "GET /a") { :done }

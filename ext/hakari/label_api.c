@@ -17,7 +17,16 @@ static ID id_slot;
 typedef struct label_args {
     hk_label_kv kv[HK_MAX_LABELS];
     size_t n;
+    int frozen; /* every key and value is frozen (a Symbol, or a frozen String) */
 } label_args;
+
+/* A frozen Hash of frozen labels cannot change: the last one checked is kept (a GC root) and
+ * needs no second check, and the set its last merge made is kept with what it was merged into
+ * (the fiber slot's value before, and the profile it belongs to). `Hakari.label(LABELS) { }`
+ * with a constant then costs a few loads. */
+static VALUE checked_hash = Qnil;
+static VALUE merged_from = Qundef, merged_to = Qundef;
+static long merged_profile;
 
 /* a key's or value's bytes: a String, or a Symbol's name */
 static VALUE label_string(VALUE v, const char *what, VALUE key)
@@ -34,6 +43,7 @@ static int collect_label(VALUE key, VALUE val, VALUE arg)
 {
     label_args *a = (label_args *)arg;
     VALUE k = label_string(key, "key", Qnil);
+    a->frozen &= SYMBOL_P(key) || OBJ_FROZEN(key);
     long klen = RSTRING_LEN(k);
     if (klen == 0 || klen > HK_MAX_LABEL_KEY)
         rb_raise(rb_eArgError, "invalid label key %+" PRIsVALUE " (expected 1 to %d bytes)", key, HK_MAX_LABEL_KEY);
@@ -49,12 +59,22 @@ static int collect_label(VALUE key, VALUE val, VALUE arg)
     kv->vlen = 0;
     if (NIL_P(val)) return ST_CONTINUE;
     VALUE v = label_string(val, "value", key);
+    a->frozen &= SYMBOL_P(val) || OBJ_FROZEN(val);
     if (RSTRING_LEN(v) > HK_MAX_LABEL_VALUE)
         rb_raise(rb_eArgError, "invalid label value for %+" PRIsVALUE " (%ld bytes; expected at most %d)", key,
                  RSTRING_LEN(v), HK_MAX_LABEL_VALUE);
     kv->val = RSTRING_PTR(v);
     kv->vlen = (size_t)RSTRING_LEN(v);
     return ST_CONTINUE;
+}
+
+/* the labels of the positional Hash, then the keywords', checked (raises naming a bad one) */
+static void collect(label_args *a, VALUE pos, VALUE kw)
+{
+    a->n = 0;
+    a->frozen = 1;
+    if (!NIL_P(pos)) rb_hash_foreach(pos, collect_label, (VALUE)a);
+    if (!NIL_P(kw)) rb_hash_foreach(kw, collect_label, (VALUE)a);
 }
 
 static uint32_t current_set(void)
@@ -90,18 +110,34 @@ static VALUE hakari_label(int argc, VALUE *argv, VALUE self)
     if (!NIL_P(pos) && !RB_TYPE_P(pos, T_HASH))
         rb_raise(rb_eArgError, "invalid labels %+" PRIsVALUE " (expected a Hash or keywords)", pos);
     label_args a;
-    a.n = 0;
-    if (!NIL_P(pos)) rb_hash_foreach(pos, collect_label, (VALUE)&a);
-    if (!NIL_P(kw)) rb_hash_foreach(kw, collect_label, (VALUE)&a);
+    int constant = NIL_P(kw) && !NIL_P(pos) && OBJ_FROZEN(pos), collected = 0;
+    if (!constant || pos != checked_hash) {
+        collect(&a, pos, kw);
+        collected = 1;
+        if (constant && a.frozen) {
+            checked_hash = pos;
+            merged_from = Qundef;
+        }
+    }
     int block = rb_block_given_p();
     if (!hk_sampler_running() || hk_sampler_ended()) return block ? rb_yield(Qundef) : Qnil;
-    VALUE prev = rb_thread_local_aref(rb_thread_current(), id_slot);
-    uint32_t base = FIXNUM_P(prev) ? hk_labels_unpack(FIX2LONG(prev)) : 0;
-    int64_t id = hk_labels_merge(base, a.kv, a.n);
-    /* a set that cannot be had (the table full, too many labels once merged, no memory) leaves
-     * the labels as they were: counted, never raised, so profiling changes no program's flow */
-    if (id < 0) id = base;
-    rb_thread_local_aset(rb_thread_current(), id_slot, id ? LONG2FIX(hk_labels_pack((uint32_t)id)) : Qnil);
+    VALUE prev = rb_thread_local_aref(rb_thread_current(), id_slot), now;
+    long profile = hk_labels_pack(1);
+    int kept = constant && pos == checked_hash; /* (nil is no Hash of labels) */
+    if (kept && prev == merged_from && profile == merged_profile) {
+        now = merged_to;
+    } else {
+        if (!collected) collect(&a, pos, kw);
+        uint32_t base = FIXNUM_P(prev) ? hk_labels_unpack(FIX2LONG(prev)) : 0;
+        int64_t id = hk_labels_merge(base, a.kv, a.n);
+        /* a set that cannot be had (the table full, too many labels once merged, no memory)
+         * leaves the labels as they were: counted, never raised, so profiling changes no
+         * program's flow */
+        if (id < 0) id = base;
+        now = id ? LONG2FIX(hk_labels_pack((uint32_t)id)) : Qnil;
+        if (kept) merged_from = prev, merged_to = now, merged_profile = profile;
+    }
+    rb_thread_local_aset(rb_thread_current(), id_slot, now);
     if (!block) return Qnil;
     return rb_ensure(yield_block, Qnil, restore_slot, prev);
 }
@@ -122,6 +158,7 @@ static VALUE hakari_labels(VALUE self)
 void hk_label_api_init(VALUE mHakari)
 {
     id_slot = rb_intern(HK_LABELS_FIBER_KEY);
+    rb_gc_register_address(&checked_hash);
     rb_define_module_function(mHakari, "label", hakari_label, -1);
     rb_define_module_function(mHakari, "labels", hakari_labels, 0);
     rb_define_const(mHakari, "MAX_LABELS", INT2NUM(HK_MAX_LABELS));
