@@ -91,9 +91,10 @@ class LabelsTest < Minitest::Test
 
   def test_samples_carry_the_labels_of_their_fiber_split_as_the_work
     profile = Hakari.start(mode: :cpu) do
-      Hakari.label(endpoint: "GET /heavy") { Workloads.fib_for(0.15) }
-      Hakari.label(endpoint: "GET /light") { Workloads.fib_for(0.05) }
-      Workloads.fib_for(0.05)
+      # spins on the thread's CPU clock: as much CPU on any machine, busy or not
+      Hakari.label(endpoint: "GET /heavy") { Workloads.spin(0.15) }
+      Hakari.label(endpoint: "GET /light") { Workloads.spin(0.05) }
+      Workloads.spin(0.05)
     end
     heavy = labelled(profile, :endpoint, "GET /heavy")
     light = labelled(profile, :endpoint, "GET /light")
@@ -127,14 +128,14 @@ class LabelsTest < Minitest::Test
     profile = Hakari.start(mode: :cpu) do
       f = Fiber.new do
         Hakari.label(request: "fiber") do
-          Workloads.fib_for(0.05)
+          Workloads.spin(0.05)
           Fiber.yield
-          Workloads.fib_for(0.05)
+          Workloads.spin(0.05)
         end
       end
       Hakari.label(request: "root") do
         f.resume
-        Workloads.fib_for(0.1)
+        Workloads.spin(0.1)
         f.resume
       end
     end
