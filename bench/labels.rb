@@ -9,10 +9,10 @@
 #    Ruby makes a Hash of them at every call) and with a frozen Hash made once
 #    (`Hakari.label(LABELS)`). Per-round differences: median and 95 % CI.
 # 2. A real puma (test/fixtures/puma: cluster mode, two workers, one thread each) serving a small
-#    endpoint on 127.0.0.1, restarted each round with and without hakari recording every worker
-#    (fork: :inherit, Hakari::Rack labelling each request): requests per second of a bounded
-#    loopback load (REQUESTS requests over CONNECTIONS keep-alive connections), the ratio of the
-#    two per round, median and 95 % CI.
+#    endpoint on 127.0.0.1, restarted each round without hakari and with hakari recording every
+#    worker (fork: :inherit, Hakari::Rack labelling each request) in cpu mode at 1000 Hz and at
+#    100 Hz: requests per second of a bounded loopback load (REQUESTS requests over CONNECTIONS
+#    keep-alive connections), the ratio to the unprofiled run of the same round, median and 95 % CI.
 #
 #   script/lane 3.4 ruby bench/labels.rb
 # Env: HAKARI_BENCH_ROUNDS (default 31 for part 1, a third of it for part 2),
@@ -82,12 +82,12 @@ FIXTURE = File.expand_path("../test/fixtures/puma", __dir__)
 REQUESTS = Integer(ENV.fetch("HAKARI_BENCH_REQUESTS", "3000"))
 CONNECTIONS = 4
 
-# requests per second of the load against a fresh puma, with or without hakari in it
-def puma_rps(profiled, dir)
+# requests per second of the load against a fresh puma, profiled at hz (nil: not profiled)
+def puma_rps(hz, dir)
   port = Servers.free_port
   log = File.join(dir, "puma.log")
   env = { "HAKARI_TEST_PORT" => port.to_s }
-  env["HAKARI_TEST_OUTPUT"] = File.join(dir, "out.pb.gz") if profiled
+  env.merge!("HAKARI_TEST_OUTPUT" => File.join(dir, "out.pb.gz"), "HAKARI_TEST_FREQUENCY" => hz.to_s) if hz
   pid = spawn(env, RbConfig.ruby, "-I#{File.expand_path('../lib', __dir__)}", "-e", 'load Gem.bin_path("puma", "puma")', "--",
               "-C", File.join(FIXTURE, "puma.rb"), out: log, err: [:child, :out])
   Servers.wait_for_port(port, log)
@@ -118,18 +118,18 @@ end
 
 def part2
   rounds = [ROUNDS / 3, 3].max
-  ratios = []
-  rps = { false => [], true => [] }
+  setups = [nil, 1000, 100] # not profiled, cpu mode at 1000 Hz and at 100 Hz
+  rps = setups.to_h { [_1, []] }
   Dir.mktmpdir do |dir|
-    rounds.times do
-      got = [false, true].shuffle.to_h { |profiled| [profiled, puma_rps(profiled, dir)] }
-      got.each { |k, v| rps[k] << v }
-      ratios << got[true] / got[false]
-    end
+    rounds.times { setups.shuffle.each { |hz| rps[hz] << puma_rps(hz, dir) } }
   end
   puts "2. puma, 2 workers, a small endpoint, #{REQUESTS} requests over #{CONNECTIONS} keep-alive connections (#{rounds} rounds)"
-  puts format("   without hakari: %.0f req/s (median)   hakari recording every worker: %.0f req/s", median(rps[false]), median(rps[true]))
-  puts "   with / without, per round: #{pct(median(ratios))} (IQR #{iqr(ratios)}, 95% CI #{median_ci(ratios)})"
+  puts format("   without hakari: %.0f req/s (median)", median(rps[nil]))
+  [1000, 100].each do |hz|
+    ratios = rps[hz].zip(rps[nil]).map { _1 / _2 }
+    puts format("   every worker profiled, cpu mode at %4d Hz: %.0f req/s; with / without, per round: %s (IQR %s, 95%% CI %s)",
+                hz, median(rps[hz]), pct(median(ratios)), iqr(ratios), median_ci(ratios))
+  end
 end
 
 puts "#{RUBY_DESCRIPTION}, #{`nproc`.strip} cores"

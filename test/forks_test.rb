@@ -69,6 +69,24 @@ class ForksTest < Minitest::Test
     end
   end
 
+  def test_a_child_with_snapshots_writes_its_own
+    Dir.mktmpdir do |dir|
+      pids = ruby("-rhakari", "-e", <<~RUBY)
+        Hakari.start(mode: :wall, every: 0.2, output_dir: #{dir.inspect}, fork: :inherit)
+        pid = fork { t = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.5; nil while Process.clock_gettime(Process::CLOCK_MONOTONIC) < t }
+        Process.wait(pid)
+        Hakari.stop
+        puts Process.pid, pid
+      RUBY
+      parent, child = pids.split.map { Integer(_1) }
+      by_pid = Dir.children(dir).group_by { |f| Integer(f.split("-")[1]) }
+      assert_equal [child, parent].sort, by_pid.keys.sort, Dir.children(dir).inspect
+      assert_operator by_pid[child].size, :>=, 2, "the child's own writer: #{by_pid[child]}"
+      total = by_pid[child].sum { |f| Hakari::Native.read_file(File.join(dir, f)).label_values("state").values.sum }
+      assert_in_delta 0.5e9, total, 0.1e9, "the child's files hold its 0.5 s"
+    end
+  end
+
   def test_bad_fork_values_are_refused
     e = assert_raises(ArgumentError) { Hakari.start(mode: :cpu, fork: :follow) }
     assert_match(/invalid fork: :follow \(expected :stop or :inherit\)/, e.message)

@@ -27,6 +27,9 @@ module Hakari
           -v, --verbose         print sampling statistics to stderr
           --no-synthesize       cpu and wall: no frames for methods the VM runs without one
                                 (Integer#+, String#=~, Hash#[] ...; on by default, off under YJIT)
+          --fork MODE           stop (default): a forked child runs unprofiled; inherit (cpu, wall):
+                                each forked child profiles into its own file, the output's name with
+                                its pid before the ending (out.12345.pb.gz), e.g. puma's workers
           -h, --help            this command's help
       TEXT
 
@@ -41,6 +44,10 @@ module Hakari
                                   A link is followed; a device or FIFO (/dev/stdout) is written in place
             -p, --print           print the text report to stdout when the command ends; no file is
                                   written unless -o or --format is given too (then both)
+            --every DURATION      cpu and wall: continuous snapshots: every DURATION (60s, 500ms, 5m, or
+                                  seconds) the profile of that period goes to a file of its own in the
+                                  directory -o names (made when missing): hakari-PID-SEQ-TIME.pb.gz, each
+                                  whole; the last period's at exit; the newest 100 kept
         TEXT
           COMMON + "  Default mode: cpu.\n",
         "stat" => <<~TEXT +
@@ -73,8 +80,10 @@ module Hakari
             --focus REGEXP        only the samples with a frame whose name matches (POSIX extended)
             --ignore REGEXP       leave out the samples with a frame whose name matches
             --thread N            only thread N's samples (the `thread` label, Profile#samples' thread_seq)
-            --tag KEY=VALUE       only the samples with that label (state=blocked, route=/users)
+            --tag KEY=VALUE       only the samples with that label (state=blocked, endpoint=GET /users/:id)
             --lines               each executing line on its own ("Foo#bar:12"), to rank lines
+            --group-by KEY        the text report once per value of the label KEY (Hakari.label,
+                                  Hakari::Rack's endpoint, Hakari::Sidekiq's job), heaviest first
             -h, --help            this command's help
             A file that is not a profile is one line naming it and what is wrong, and exit status 2.
         TEXT
@@ -122,7 +131,8 @@ module Hakari
           hakari puts its lib directory first in RUBYLIB and -rhakari/autorun first in RUBYOPT, so
           every Ruby process the command starts loads hakari/autorun. The first of them to start
           profiles, from when it loads until its at_exit handlers have run; the others (sub-shells'
-          rubies, spawned or forked children) run unprofiled. A process that exec's another Ruby
+          rubies, spawned or forked children) run unprofiled, but with --fork inherit its forked
+          children profile too, each into a file of its own. A process that exec's another Ruby
           program keeps the claim (`bundle exec` works). Nothing is written for a process that dies
           by SIGKILL or calls exit!. The profiled program must not call Hakari.start itself.
 
@@ -152,13 +162,21 @@ module Hakari
         RUBY API
           require "hakari"
           Hakari.start(mode: :cpu, frequency: 1000, output: nil, format: nil, aggregate: true,
-                       verbose: false, max_depth: 1024, synthesize: true) { work }   # block form: returns the profile
+                       verbose: false, max_depth: 1024, synthesize: true, fork: :stop) { work }   # block form: returns the profile
+          Hakari.start(mode: :wall, every: 60, output_dir: "tmp/profiles", keep: 100, signal: "USR2")
+                                # continuous snapshots: a file per period, written whole; Hakari.stop writes the last
+          Hakari.label(endpoint: "GET /users/:id") { work }   # every sample in the block carries the labels
+          Hakari.labels         # the current fiber's labels
+          require "hakari/rack"; use Hakari::Rack              # endpoint and method labels per request
+          require "hakari/sidekiq"   # chain.add Hakari::Sidekiq: job and queue labels per job
+          require "hakari/active_job"  # include Hakari::ActiveJob in ApplicationJob: the same
           Hakari.start(mode: :wall); work; profile = Hakari.stop    # Hakari.stop => Hakari::Profile or nil
           profile.to_h          # mode, frequency, start_time_ns, duration_ns, trigger_count, sampling_count,
                                 # sample_count, dropped_count, moved_count, stale_count, synthesized_count, synthesized,
                                 # sampling_time_ns, stack_walk_time_ns, resolve_time_ns, timer_cpu_ns, thread_count,
                                 # unique_frames, unique_stacks, timer, stack_walker, walk_mismatch_count,
-                                # samples: [[frames, weight_ns, count, thread_seq], ...]
+                                # label_sets_dropped, samples: [[frames, weight_ns, count, thread_seq, label_set], ...],
+                                # label_sets: [{}, {endpoint: "GET /users/:id"}, ...] (by a sample's label_set)
           profile[:sample_count]            # == profile.to_h[:sample_count]
           profile.encode(:pprof | :collapsed | :text)   # => String
           Hakari.save("out.pb.gz", profile)             # format from the name's ending (as -o), or format: :text
@@ -180,6 +198,8 @@ module Hakari
             HAKARI_FORMAT      pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope (from the
                                output's name)
             HAKARI_VERBOSE     1: sampling statistics on stderr
+            HAKARI_FORK        inherit: forked children profile too (--fork)
+            HAKARI_EVERY       seconds: continuous snapshots into the directory HAKARI_OUTPUT (--every)
             HAKARI_CPU_CLOCK   perf: cpu mode ticks on a perf_event task-clock per thread instead of
                                the worker reading CPU clocks (as accurate; costlier in VMs)
             HAKARI_STACK_WALK  ruby: read stacks with rb_profile_frames instead of the VM's control
