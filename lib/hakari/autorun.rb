@@ -93,11 +93,11 @@ module Hakari
       @gc_after = {} # made now: an allocation in finish, before stop, could run a GC step there
       at_exit { finish } # before start, or trace mode would count the call
       Hakari.start(**start_options(env))
-      Hakari.send(:fork_output, @output) if @output # fork: :inherit names the children's files from it
       @started = true
       if Hakari.pause # trace mode
         resume_at_the_first_script
       else
+        Hakari.send(:fork_output, @output) if @output # fork: :inherit names the children's files from it
         # The profile's time ends in an exit hook registered now, which runs before the one
         # above (the last registered runs first) and after the program's own: no frame of
         # finish's can be sampled, however late a tick's job lands.
