@@ -74,9 +74,12 @@ module Hakari
     def stop(gc_stat_into: nil)
       raise ArgumentError, "gc_stat_into must be a Hash, not #{gc_stat_into.inspect}" unless gc_stat_into.nil? || gc_stat_into.is_a?(Hash)
 
+      data = Native.stop(gc_stat_into)
+      # the snapshot writer ends after the profile's time (its join is hakari's, not the
+      # program's); a snapshot it takes meanwhile finds nothing running, and one it took before
+      # is written before the last period's
       writer = @session&.dig(:snapshots)
       writer&.halt
-      data = Native.stop(gc_stat_into)
       return nil unless data
 
       session = @session || {}

@@ -78,7 +78,7 @@ module Hakari
       self
     end
 
-    # the writer ends (before stop: no snapshot may run while the profile is built)
+    # the writer ends (after the engine's stop: a snapshot then finds nothing running)
     def halt
       @stopping = true
       begin
