@@ -84,10 +84,12 @@ class ForksTest < Minitest::Test
       by_pid = Dir.children(dir).group_by { |f| Integer(f.split("-")[1]) }
       assert_equal [child, parent].sort, by_pid.keys.sort, Dir.children(dir).inspect
       assert_operator by_pid[child].size, :>=, 2, "the child's own writer: #{by_pid[child]}"
-      total = by_pid[child].sum { |f| Hakari::Native.read_file(File.join(dir, f)).label_values("state").values.sum }
+      files = by_pid[child].sort.map { |f| Hakari::Native.read_file(File.join(dir, f)) }
+      total = files.sum { |p| p.label_values("state").values.sum }
+      seen = files.map { |p| [p.counters[:duration_ns] / 1e6, p.label_values("state").transform_values { _1 / 1e6 }, p.label_values("thread")] }
       # its 0.5 s loop, and at most its life from the fork to its exit
-      assert_operator total, :>=, 0.5e9
-      assert_operator total, :<=, lived
+      assert_operator total, :>=, 0.5e9, seen.inspect
+      assert_operator total, :<=, lived, seen.inspect
     end
   end
 

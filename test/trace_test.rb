@@ -95,7 +95,8 @@ class TraceTest < Minitest::Test
     single = m.keys.grep(/single_sleep/).first
     assert_match(/\A#<Class:Object instance>#single_sleep\z/, single)
     assert_in_delta 100 * MS, m[single][:total], 15 * MS
-    assert_in_delta 700 * MS, m["Kernel#sleep"][:self], 30 * MS
+    # its time: slept (self), and on a busy machine some waiting for the GVL after a sleep (wait)
+    assert_in_delta 700 * MS, m["Kernel#sleep"][:self] + m["Kernel#sleep"][:wait], 30 * MS, m["Kernel#sleep"].inspect
     assert_operator m["TraceTest::Sleeper#inst_sleep"][:self], :<, 2 * MS, "the sleep is Kernel#sleep's self"
   end
 
