@@ -518,9 +518,13 @@ static VALUE native_write_file(VALUE mod, VALUE path, VALUE bytes, VALUE drop)
     return Qtrue;
 }
 
-/* Native.own_thread -> true, or false when not sampling: the calling thread is hakari's own
+/* Native.own_thread(thread) -> true, or false when not sampling: the thread is hakari's own
  * (Hakari::Snapshots' writer), never sampled */
-static VALUE native_own_thread(VALUE mod) { return hk_sampler_own_thread() == 0 ? Qtrue : Qfalse; }
+static VALUE native_own_thread(VALUE mod, VALUE thread)
+{
+    if (!rb_obj_is_kind_of(thread, rb_cThread)) rb_raise(rb_eTypeError, "expected a Thread, got %+" PRIsVALUE, thread);
+    return hk_sampler_own_thread((uintptr_t)thread) == 0 ? Qtrue : Qfalse;
+}
 
 /* fills the Hash arg with GC.stat (rb_gc_stat) */
 static void gc_stat_into(void *arg) { rb_gc_stat(*(VALUE *)arg); }
@@ -787,7 +791,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_module_function(mNative, "stop", native_stop, -1);
     rb_define_module_function(mNative, "snapshot", native_snapshot, 1);
     rb_define_module_function(mNative, "running?", native_running_p, 0);
-    rb_define_module_function(mNative, "own_thread", native_own_thread, 0);
+    rb_define_module_function(mNative, "own_thread", native_own_thread, 1);
     rb_define_module_function(mNative, "write_file", native_write_file, 3);
     rb_define_module_function(mNative, "end_at_exit", native_end_at_exit, -1);
     rb_gc_register_address(&end_gc_hash);

@@ -73,6 +73,8 @@ module Hakari
     def start
       @pid = Process.pid
       @thread = Thread.new { run }
+      # before it first runs: its wait for the GVL, which the program holds, is not sampled either
+      Native.own_thread(@thread)
       @thread.name = "hakari-snapshots"
       @old_trap = Signal.trap(@signal) { request_flush } if @signal
       self
@@ -103,7 +105,6 @@ module Hakari
     end
 
     def run
-      Native.own_thread
       due = now + @every
       until @stopping
         left = due - now

@@ -472,9 +472,14 @@ __attribute__((cold, noinline)) static int on_own_thread(void)
     return t && t->own;
 }
 
-int hk_sampler_own_thread(void)
+int hk_sampler_own_thread(uintptr_t thread)
 {
-    hk_thread *t = S.running ? hk_sampler_thread_find(rb_thread_current()) : NULL;
+    if (!S.running) return -1;
+    VALUE th = (VALUE)thread;
+    hk_thread *t = hk_sampler_thread_find(th);
+    /* a thread just made has no record until it first runs (its RUBY_EVENT_THREAD_BEGIN): made
+     * here, so that none of its wait for its first GVL is sampled (it keeps the flag then) */
+    if (!t && (t = hk_sampler_thread_add(th, hk_clock_ns(hk_sampler_mode_clock())))) hk_states_thread(t, 0);
     if (!t) return -1;
     t->own = 1;
     S.any_own = 1;

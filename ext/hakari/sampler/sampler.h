@@ -88,10 +88,11 @@ hk_profile *hk_sampler_stop(hk_sampler_stats *stats, void (*at_end)(void *), voi
 hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats);
 /* ctx: any. */
 int hk_sampler_running(void);
-/* ctx: GVL, on a thread the profile knows. The calling thread is hakari's own (the one that
- * writes continuous snapshots): none of its time is sampled, waiting or running; in cpu mode
- * its CPU is in the [native threads] sample. -1 when not running or the thread is unknown. */
-int hk_sampler_own_thread(void);
+/* ctx: GVL. The Thread object `thread` (a VALUE) is hakari's own (the one that writes
+ * continuous snapshots), from now on: none of its time is sampled, waiting or running; in cpu
+ * mode its CPU is in the [native threads] sample. Best called by the thread that made it, before
+ * it first runs. -1 when not running or out of memory. */
+int hk_sampler_own_thread(uintptr_t thread);
 /* ctx: GVL, GC mark phase. Marks (pins) every frame and thread VALUE held. */
 void hk_sampler_mark(void);
 /* ctx: GVL. */
