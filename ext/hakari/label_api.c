@@ -95,6 +95,38 @@ static VALUE yield_block(VALUE arg)
     return rb_yield(Qundef); /* no arguments */
 }
 
+/* The fiber slot's value with the labels of pos and kw merged into prev's set; checks them (raises
+ * naming a bad one) unless pos is the frozen Hash checked last. Out of line: the caller yields to
+ * Ruby code that may raise through its frame, which then holds no array (AddressSanitizer keeps
+ * the guard bytes of a frame that a longjmp from Ruby skips, and took a later frame's buffer at
+ * that depth for an overflow). */
+__attribute__((noinline)) static VALUE merged_slot(VALUE pos, VALUE kw, int profiling, VALUE prev)
+{
+    label_args a;
+    int constant = NIL_P(kw) && !NIL_P(pos) && OBJ_FROZEN(pos), collected = 0;
+    if (!constant || pos != checked_hash) {
+        collect(&a, pos, kw);
+        collected = 1;
+        if (constant && a.frozen) {
+            checked_hash = pos;
+            merged_from = Qundef;
+        }
+    }
+    if (!profiling) return Qundef;
+    long profile = hk_labels_pack(1);
+    int kept = constant && pos == checked_hash; /* (nil is no Hash of labels) */
+    if (kept && prev == merged_from && profile == merged_profile) return merged_to;
+    if (!collected) collect(&a, pos, kw);
+    uint32_t base = FIXNUM_P(prev) ? hk_labels_unpack(FIX2LONG(prev)) : 0;
+    int64_t id = hk_labels_merge(base, a.kv, a.n);
+    /* a set that cannot be had (the table full, too many labels once merged, no memory) leaves
+     * the labels as they were: counted, never raised, so profiling changes no program's flow */
+    if (id < 0) id = base;
+    VALUE now = id ? LONG2FIX(hk_labels_pack((uint32_t)id)) : Qnil;
+    if (kept) merged_from = prev, merged_to = now, merged_profile = profile;
+    return now;
+}
+
 /* Hakari.label(labels = nil, **labels) { ... }: the block runs with these labels on the
  * current fiber's (nil removes a key), restored after it, also by an exception; without a
  * block they stay until changed. */
@@ -109,34 +141,11 @@ static VALUE hakari_label(int argc, VALUE *argv, VALUE self)
     else if (argc != 0) rb_error_arity(argc, 0, 1);
     if (!NIL_P(pos) && !RB_TYPE_P(pos, T_HASH))
         rb_raise(rb_eArgError, "invalid labels %+" PRIsVALUE " (expected a Hash or keywords)", pos);
-    label_args a;
-    int constant = NIL_P(kw) && !NIL_P(pos) && OBJ_FROZEN(pos), collected = 0;
-    if (!constant || pos != checked_hash) {
-        collect(&a, pos, kw);
-        collected = 1;
-        if (constant && a.frozen) {
-            checked_hash = pos;
-            merged_from = Qundef;
-        }
-    }
     int block = rb_block_given_p();
-    if (!hk_sampler_running() || hk_sampler_ended()) return block ? rb_yield(Qundef) : Qnil;
-    VALUE prev = rb_thread_local_aref(rb_thread_current(), id_slot), now;
-    long profile = hk_labels_pack(1);
-    int kept = constant && pos == checked_hash; /* (nil is no Hash of labels) */
-    if (kept && prev == merged_from && profile == merged_profile) {
-        now = merged_to;
-    } else {
-        if (!collected) collect(&a, pos, kw);
-        uint32_t base = FIXNUM_P(prev) ? hk_labels_unpack(FIX2LONG(prev)) : 0;
-        int64_t id = hk_labels_merge(base, a.kv, a.n);
-        /* a set that cannot be had (the table full, too many labels once merged, no memory)
-         * leaves the labels as they were: counted, never raised, so profiling changes no
-         * program's flow */
-        if (id < 0) id = base;
-        now = id ? LONG2FIX(hk_labels_pack((uint32_t)id)) : Qnil;
-        if (kept) merged_from = prev, merged_to = now, merged_profile = profile;
-    }
+    int profiling = hk_sampler_running() && !hk_sampler_ended();
+    VALUE prev = profiling ? rb_thread_local_aref(rb_thread_current(), id_slot) : Qnil;
+    VALUE now = merged_slot(pos, kw, profiling, prev);
+    if (!profiling) return block ? rb_yield(Qundef) : Qnil;
     rb_thread_local_aset(rb_thread_current(), id_slot, now);
     if (!block) return Qnil;
     return rb_ensure(yield_block, Qnil, restore_slot, prev);

@@ -91,8 +91,7 @@ static uint32_t *resolve_locations(const hk_sampler *s, hk_profile *p, hk_sample
 static void add_comments(hk_profile *p, const hk_sampler_stats *st)
 {
     /* room for every counter at its widest (15 of them, 20 digits each, with their names), so
-     * the counters' line is never cut (Ruby's own snprintf, which ruby.h puts in place of libc's,
-     * wrote past a 512-byte buffer as the line reached it: AddressSanitizer on 3.4) */
+     * the counters' line is never cut */
     char line[2048];
     hk_profile_add_comment(p, "hakari " HK_VERSION);
     snprintf(line, sizeof(line), "mode=%s frequency=%dHz aggregate=%s", st->mode == HK_MODE_CPU ? "cpu" : "wall",
