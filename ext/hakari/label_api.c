@@ -77,12 +77,6 @@ static void collect(label_args *a, VALUE pos, VALUE kw)
     if (!NIL_P(kw)) rb_hash_foreach(kw, collect_label, (VALUE)a);
 }
 
-static uint32_t current_set(void)
-{
-    VALUE v = rb_thread_local_aref(rb_thread_current(), id_slot);
-    return FIXNUM_P(v) ? hk_labels_unpack(FIX2LONG(v)) : 0;
-}
-
 static VALUE restore_slot(VALUE prev)
 {
     rb_thread_local_aset(rb_thread_current(), id_slot, prev);
@@ -158,7 +152,7 @@ static VALUE hakari_labels(VALUE self)
     VALUE h = rb_hash_new();
     if (!hk_sampler_running()) return h;
     hk_label_kv kv[HK_MAX_LABELS];
-    size_t n = hk_labels_get(current_set(), kv, HK_MAX_LABELS);
+    size_t n = hk_labels_get(hk_labels_current(), kv, HK_MAX_LABELS);
     for (size_t i = 0; i < n; i++)
         rb_hash_aset(h, ID2SYM(rb_intern2(kv[i].key, (long)kv[i].klen)), rb_utf8_str_new(kv[i].val, (long)kv[i].vlen));
     return h;

@@ -38,8 +38,7 @@ module Hakari
     def call(env)
       return profile_request(env) if @secret && requested?(env)
 
-      method = env["REQUEST_METHOD"].to_s
-      Hakari.label(endpoint: "#{method} #{Rack.route(env)}", method: method) { @app.call(env) }
+      labelled(env) { @app.call(env) }
     end
 
     # the request's route: the router's pattern when known, else its path with ids collapsed
@@ -80,9 +79,14 @@ module Hakari
               "content-disposition" => %(attachment; filename="hakari-#{Process.pid}.pb.gz") }, [profile.encode(:pprof)]]
     end
 
-    def call_labelled(env)
+    # the block with the request's endpoint and method labels
+    def labelled(env, &block)
       method = env["REQUEST_METHOD"].to_s
-      Hakari.label(endpoint: "#{method} #{Rack.route(env)}", method: method) do
+      Hakari.label(endpoint: "#{method} #{Rack.route(env)}", method: method, &block)
+    end
+
+    def call_labelled(env)
+      labelled(env) do
         status, headers, body = @app.call(env)
         body.each { |_| nil } if body.respond_to?(:each) # the body's work is the request's too
         [status, headers, body]

@@ -123,5 +123,7 @@ size_t hk_labels_get(uint32_t id, hk_label_kv *out, size_t cap);
  * another profile's, or none. */
 long hk_labels_pack(uint32_t id);
 uint32_t hk_labels_unpack(long packed);
+/* ctx: GVL. The set the current fiber is in (0: none), as a sample would take it. */
+uint32_t hk_labels_current(void);
 
 #endif

@@ -59,6 +59,8 @@ HK_HOT uint32_t hk_labels_of(VALUE thread)
     return FIXNUM_P(v) ? hk_labels_unpack(FIX2LONG(v)) : 0;
 }
 
+uint32_t hk_labels_current(void) { return hk_labels_of(rb_thread_current()); }
+
 uint64_t hk_labels_dropped(void) { return dropped; }
 
 /* key order: bytes, then length */
