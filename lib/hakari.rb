@@ -8,11 +8,13 @@ require_relative "hakari/snapshots"
 
 # hakari — a Ruby profiler with a C engine. See the README for the returned data's shape.
 module Hakari
-  MODES = %i[cpu wall trace].freeze
+  MODES = %i[cpu wall object trace].freeze
   MEASURES = %i[wall cpu allocations].freeze
   # the output formats, from the engine's one list of them (ext/hakari/format/formats.c)
   FORMATS = Native.formats.map(&:first).freeze
   DEFAULT_FREQUENCY = 1000
+  # mode: :object, objects per sample
+  DEFAULT_INTERVAL = 100
   DEFAULT_MAX_DEPTH = 1024
 
   # A finished (or snapshot) profile: the C model with its counters.
@@ -33,10 +35,11 @@ module Hakari
 
   class << self
     # Starts profiling. With a block: profiles it, writes output: if given, returns the Profile.
-    # mode: :cpu / :wall sample; mode: :trace records every call (measure:, exclude:, threads:, …).
+    # mode: :cpu / :wall sample by time (frequency:), mode: :object every interval: allocated
+    # objects; mode: :trace records every call (measure:, exclude:, threads:, …).
     # fork: :stop (a forked child does not profile) or :inherit (each child profiles into its own
     # file: Hakari::Forks). every:, output_dir:, keep:, signal: continuous snapshots (Hakari::Snapshots).
-    def start(mode: :cpu, frequency: DEFAULT_FREQUENCY, output: nil, format: nil, aggregate: true,
+    def start(mode: :cpu, frequency: nil, interval: nil, output: nil, format: nil, aggregate: true,
               verbose: false, max_depth: DEFAULT_MAX_DEPTH, synthesize: nil, fork: :stop,
               every: nil, output_dir: nil, keep: nil, signal: nil, **trace_options, &block)
       fmt = output ? resolve_format(output, format) : check_format(format)
@@ -48,12 +51,13 @@ module Hakari
 
       if mode == :trace || mode == "trace"
         raise ArgumentError, "synthesize: applies to mode: :cpu and :wall (tracing sees every call)" unless synthesize.nil?
+        raise ArgumentError, "frequency: and interval: apply to sampling modes (tracing sees every call)" if frequency || interval
         raise ArgumentError, "fork: :inherit applies to mode: :cpu and :wall" if fork == :inherit
         raise ArgumentError, "every: applies to mode: :cpu and :wall (a trace is built once, at stop)" if snapshots
         start_trace(**trace_options)
       else
         reject_trace_options(mode, trace_options)
-        sampler = [mode, frequency, aggregate, max_depth, synthesize.nil? ? true : synthesize]
+        sampler = sampler_settings(mode, frequency, interval, aggregate, max_depth, synthesize)
         Native.start(*sampler)
       end
       @session = { output: output, base_output: output, format: fmt, verbose: verbose, fork: fork, sampler: sampler,
@@ -144,6 +148,18 @@ module Hakari
     rescue StandardError => e
       @session = nil
       warn "hakari: the forked child #{Process.pid} could not profile: #{e.message}"
+    end
+
+    # Native.start's arguments: each mode's default for what it takes; what it does not take is
+    # passed on as given, for the engine to refuse by name
+    def sampler_settings(mode, frequency, interval, aggregate, max_depth, synthesize)
+      if mode == :object || mode == "object"
+        raise ArgumentError, "synthesize: applies to mode: :cpu and :wall" unless synthesize.nil?
+
+        [mode, frequency, aggregate, max_depth, false, interval || DEFAULT_INTERVAL]
+      else
+        [mode, frequency || DEFAULT_FREQUENCY, aggregate, max_depth, synthesize.nil? ? true : synthesize, interval]
+      end
     end
 
     TRACE_OPTIONS = %i[measure exclude threads exclude_threads merge_fibers merge_threads].freeze

@@ -30,7 +30,7 @@
 static VALUE mHakari, mNative, cProfile;
 
 #define SET(h, k, v) rb_hash_aset(h, ID2SYM(rb_intern(k)), v)
-static ID id_cpu, id_wall, id_allocations, id_trace;
+static ID id_cpu, id_wall, id_object, id_allocations, id_trace;
 
 /* ---- Hakari::Profile ----------------------------------------------------- */
 
@@ -393,8 +393,9 @@ static VALUE profile_counters(VALUE self)
     if (o->traced) return trace_counters(&o->ts);
     const hk_sampler_stats *st = &o->st;
     VALUE h = rb_hash_new();
-    SET(h, "mode", ID2SYM(st->mode == HK_MODE_CPU ? id_cpu : id_wall));
-    SET(h, "frequency", INT2NUM(st->frequency));
+    SET(h, "mode", ID2SYM(st->mode == HK_MODE_CPU ? id_cpu : st->mode == HK_MODE_WALL ? id_wall : id_object));
+    if (st->mode == HK_MODE_OBJECT) SET(h, "interval", INT2NUM(st->interval));
+    else SET(h, "frequency", INT2NUM(st->frequency));
     SET(h, "aggregate", st->aggregate ? Qtrue : Qfalse);
     SET(h, "start_time_ns", LL2NUM(st->start_time_ns));
     SET(h, "duration_ns", LL2NUM(st->duration_ns));
@@ -450,19 +451,32 @@ static int env_choice(const char *var, const char *const *accepted, int n)
     rb_raise(rb_eArgError, "invalid %s=%s (expected %" PRIsVALUE ", or unset)", var, v, list);
 }
 
-/* Native.start(mode, frequency, aggregate, max_depth, synthesize) -> true */
-static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregate, VALUE max_depth, VALUE synthesize)
+/* Native.start(mode, frequency, aggregate, max_depth, synthesize, interval) -> true; object mode
+ * takes interval (objects per sample) and no frequency, the others a frequency and no interval */
+static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregate, VALUE max_depth, VALUE synthesize,
+                          VALUE interval)
 {
     hk_sampler_config cfg;
     long x;
     ID m = option_id(mode);
     if (m == id_cpu) cfg.mode = HK_MODE_CPU;
     else if (m == id_wall) cfg.mode = HK_MODE_WALL;
-    else rb_raise(rb_eArgError, "unknown mode %+" PRIsVALUE " (expected :cpu, :wall or :trace)", mode);
-    if (!int_in(frequency, HK_MIN_FREQUENCY, HK_MAX_FREQUENCY, &x))
-        rb_raise(rb_eArgError, "invalid frequency %+" PRIsVALUE " (expected an Integer from %d to %d Hz)", frequency,
-                 HK_MIN_FREQUENCY, HK_MAX_FREQUENCY);
-    cfg.frequency = (int)x;
+    else if (m == id_object) cfg.mode = HK_MODE_OBJECT;
+    else rb_raise(rb_eArgError, "unknown mode %+" PRIsVALUE " (expected :cpu, :wall, :object or :trace)", mode);
+    cfg.frequency = cfg.interval = 0;
+    if (cfg.mode == HK_MODE_OBJECT) {
+        if (!NIL_P(frequency)) rb_raise(rb_eArgError, "frequency: applies to mode: :cpu and :wall (mode: :object takes interval:)");
+        if (!int_in(interval, 1, HK_MAX_INTERVAL, &x))
+            rb_raise(rb_eArgError, "invalid interval %+" PRIsVALUE " (expected an Integer from 1 to %d objects)", interval,
+                     HK_MAX_INTERVAL);
+        cfg.interval = (int)x;
+    } else {
+        if (!NIL_P(interval)) rb_raise(rb_eArgError, "interval: applies to mode: :object (mode: :%s takes frequency:)", rb_id2name(m));
+        if (!int_in(frequency, HK_MIN_FREQUENCY, HK_MAX_FREQUENCY, &x))
+            rb_raise(rb_eArgError, "invalid frequency %+" PRIsVALUE " (expected an Integer from %d to %d Hz)", frequency,
+                     HK_MIN_FREQUENCY, HK_MAX_FREQUENCY);
+        cfg.frequency = (int)x;
+    }
     if (!int_in(max_depth, 1, HK_MAX_MAX_DEPTH, &x))
         rb_raise(rb_eArgError, "invalid max_depth %+" PRIsVALUE " (expected an Integer from 1 to %d)", max_depth,
                  HK_MAX_MAX_DEPTH);
@@ -784,10 +798,11 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     id_wall = rb_intern("wall");
     id_allocations = rb_intern("allocations");
     id_trace = rb_intern("trace");
+    id_object = rb_intern("object");
 
     mHakari = rb_define_module("Hakari");
     mNative = rb_define_module_under(mHakari, "Native");
-    rb_define_module_function(mNative, "start", native_start, 5);
+    rb_define_module_function(mNative, "start", native_start, 6);
     rb_define_module_function(mNative, "stop", native_stop, -1);
     rb_define_module_function(mNative, "snapshot", native_snapshot, 1);
     rb_define_module_function(mNative, "running?", native_running_p, 0);
@@ -808,6 +823,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_module_function(mNative, "diff_html", native_diff_html, 2);
     rb_define_const(mNative, "MIN_FREQUENCY", INT2NUM(HK_MIN_FREQUENCY));
     rb_define_const(mNative, "MAX_FREQUENCY", INT2NUM(HK_MAX_FREQUENCY));
+    rb_define_const(mNative, "MAX_INTERVAL", INT2NUM(HK_MAX_INTERVAL));
 
     cProfile = rb_define_class_under(mHakari, "Profile", rb_cObject);
     rb_undef_alloc_func(cProfile);

@@ -51,6 +51,7 @@ module Hakari
       opts[:mode] = env[S::ENV_MODE].to_sym if env[S::ENV_MODE]
       opts[:measure] = env[S::ENV_MEASURE].to_sym if env[S::ENV_MEASURE]
       opts[:frequency] = frequency(env[S::ENV_FREQUENCY]) if env[S::ENV_FREQUENCY]
+      opts[:interval] = interval(env[S::ENV_INTERVAL]) if env[S::ENV_INTERVAL]
       opts[:verbose] = true if env[S::ENV_VERBOSE] == "1"
       opts[:synthesize] = synthesize(env[S::ENV_SYNTHESIZE]) if env[S::ENV_SYNTHESIZE]
       opts[:fork] = env[S::ENV_FORK].to_sym if env[S::ENV_FORK]
@@ -75,6 +76,13 @@ module Hakari
 
       raise ArgumentError, "invalid #{S::ENV_FREQUENCY} #{value.inspect} (expected an integer from " \
                            "#{Hakari::Native::MIN_FREQUENCY} to #{Hakari::Native::MAX_FREQUENCY})"
+    end
+
+    # an integer, or ArgumentError naming the variable and its value; Hakari.start checks the range
+    def interval(value)
+      return Integer(value, 10) if value.match?(/\A[0-9]+\z/)
+
+      raise ArgumentError, "invalid #{S::ENV_INTERVAL} #{value.inspect} (expected an integer from 1 to #{Hakari::Native::MAX_INTERVAL})"
     end
 
     def start(env = ENV)
@@ -130,7 +138,11 @@ module Hakari
       result = { "status" => "ok", "pid" => @pid }
       data.counters.each { |k, v| result[k.to_s] = v }
       gc_deltas(@gc_before, @gc_after).each { |k, v| result[k] = v }
-      states(data).each { |k, v| result[k] = v } unless data[:mode] == :trace
+      case data[:mode]
+      when :object then result["top_classes"] = top_classes(data)
+      when :trace then nil
+      else states(data).each { |k, v| result[k] = v }
+      end
       S.write_atomic(File.join(@dir, S::REPORT_FILE), data.encode(:text)) if @dir && @report
       result["output"] = @snapshots if @snapshots
       if @output
@@ -164,6 +176,11 @@ module Hakari
       out = %w[running blocked wait gc_marking gc_sweeping].to_h { |s| ["state_#{s}_ns", time[s]] }
       out["blocking_calls"] = blocking.max_by(5) { _2 }.map { |name, ns| "#{name}=#{ns}" }.join(" ")
       out
+    end
+
+    # For `hakari stat` in object mode: the classes with the most objects, as "name=count" pairs
+    def top_classes(data)
+      data.label_values("class").reject { |name, _| name.nil? }.max_by(5) { _2 }.map { |name, n| "#{name.tr(' =', '_')}=#{n}" }.join(" ")
     end
 
     # one line: the path and why (the system's words for a failed write)

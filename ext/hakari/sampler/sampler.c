@@ -127,8 +127,9 @@ HK_HOT static hk_thread *current_thread(void)
      * mode; else its first sample weighs one nominal period */
     if (!t) {
         /* under M:N its clock began at its first stretch since start (sampler_mn.c) */
-        int64_t from = S.cfg.mode == HK_MODE_WALL ? hk_states_born(th)
-                       : S.mn                     ? 0
+        int64_t from = S.cfg.mode == HK_MODE_WALL     ? hk_states_born(th)
+                       : S.cfg.mode == HK_MODE_OBJECT ? -1 /* no clock: its samples weigh objects */
+                       : S.mn                         ? 0
                                                   : hk_sampler_native_baseline(hk_gettid(), hk_clock_ns(CLOCK_THREAD_CPUTIME_ID));
         if ((t = hk_sampler_thread_add(th, from))) hk_states_thread(t, 1);
     }
@@ -418,6 +419,11 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
 {
     (void)data, (void)self, (void)mid, (void)klass;
     if (!S.running) return;
+    if (S.cfg.mode == HK_MODE_OBJECT) { /* no time to account: an ended thread's record goes */
+        hk_thread *ended = ev & RUBY_EVENT_THREAD_END ? hk_sampler_thread_find(rb_thread_current()) : NULL;
+        if (ended) hk_sampler_thread_retire(ended);
+        return;
+    }
     if (S.cfg.mode == HK_MODE_CPU) take_exits();
     VALUE th = rb_thread_current();
     hk_thread *t = hk_sampler_thread_find(th);
@@ -587,17 +593,18 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     }
     S.synth = hk_synth_start(cfg->synthesize, &S.synth_how);
     S.last_thread = (size_t)-1; /* none: the first sample looks its thread up (current_thread) */
-    S.period_ns = 1000000000LL / cfg->frequency;
+    S.period_ns = cfg->mode == HK_MODE_OBJECT ? 0 : 1000000000LL / cfg->frequency;
     S.tick.clock = (clockid_t)-1; /* no tick yet */
     S.job_ran = 1;                /* flag_threads: from the second tick on */
     S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     S.start_tsc = hk_tsc();
     memset(&S.cleared, 0, sizeof(S.cleared));
-    hk_states_start();
+    int timed = cfg->mode != HK_MODE_OBJECT;
+    if (timed) hk_states_start();
     hk_labels_start();
     hk_sampler_exits_start();
-    hk_sampler_holder_start();
+    if (timed) hk_sampler_holder_start();
     S.start_process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID); /* before the threads' own readings */
     S.mn = hk_mn_start();
     hk_sampler_threads_start();
@@ -621,8 +628,10 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
         rc = hk_cpu_clock_start(S.period_ns, cfg->cpu_clock == HK_CPU_CLOCK_PERF,
                                 hk_thread_cpu_clock(hk_gettid()), &hooks, err, errlen);
         if (rc == 0) hk_sampler_threads_clock();
-    } else {
+    } else if (cfg->mode == HK_MODE_WALL) {
         rc = hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen);
+    } else {
+        rc = hk_objects_start(err, errlen);
     }
     if (rc < 0) {
         S.running = 0;
@@ -639,6 +648,7 @@ static void fill_totals(hk_sampler_stats *st)
     memset(st, 0, sizeof(*st));
     st->mode = S.cfg.mode;
     st->frequency = S.cfg.frequency;
+    st->interval = S.cfg.interval;
     st->aggregate = S.cfg.aggregate;
     st->start_time_ns = S.start_real_ns;
     int64_t now = hk_clock_ns(CLOCK_MONOTONIC);
@@ -662,10 +672,12 @@ static void fill_totals(hk_sampler_stats *st)
     st->resolve_time_ns = (uint64_t)((double)S.resolve_time * scale);
     st->thread_count = S.nseq;
     st->stack_walker = hk_stack_walk_kind();
-    st->states = hk_states_how();
+    st->states = S.cfg.mode == HK_MODE_OBJECT ? "none (object mode)" : hk_states_how();
     st->walk_mismatch_count = hk_stack_walk_mismatches();
     st->label_sets_dropped = hk_labels_dropped();
-    st->timer_kind = S.cfg.mode == HK_MODE_WALL ? hk_timer_kind()
+    st->object_count = S.cfg.mode == HK_MODE_OBJECT ? hk_objects_allocated() : 0;
+    st->timer_kind = S.cfg.mode == HK_MODE_OBJECT ? "NEWOBJ hook: a sample every interval objects, resolved by a worker thread"
+                     : S.cfg.mode == HK_MODE_WALL ? hk_timer_kind()
                      : S.mn                      ? "cpu-paced thread; M:N threads: each thread's CPU of its stretches on native threads"
                                                  : hk_cpu_clock_kind();
     st->timer_cpu_ns = S.cfg.mode == HK_MODE_CPU ? hk_cpu_clock_worker_cpu_ns() : (uint64_t)hk_timer_cpu_ns();
@@ -711,12 +723,14 @@ int hk_sampler_end(void (*at_end)(void *), void *arg)
     /* the program's time ends here: joining the worker and resolving are hakari's */
     hk_thread *cur = hk_sampler_thread_find(rb_thread_current());
     int64_t tail_parts[HK_NSTATES];
-    int64_t tail = own_tail(cur, tail_parts);
+    int timed = S.cfg.mode != HK_MODE_OBJECT;
+    if (!timed) hk_objects_stop(); /* no object of stop's own is sampled */
+    int64_t tail = timed ? own_tail(cur, tail_parts) : 0;
     S.stop_mono_ns = hk_clock_ns(CLOCK_MONOTONIC); /* where the duration ends, with the tail */
     S.process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     /* and the other threads' time up to here, where they wait */
     if (S.cfg.mode == HK_MODE_WALL && S.nthreads > 1) sample_waiting_threads(cur, S.stop_mono_ns);
-    take_other_threads_tails(cur);
+    if (timed) take_other_threads_tails(cur);
     S.running = 0;
     hk_synth_stop();
     rb_remove_event_hook(thread_hook);
@@ -727,13 +741,13 @@ int hk_sampler_end(void (*at_end)(void *), void *arg)
     hk_sampler_holder_stop();
     take_exits();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_stop();
-    else hk_timer_stop();
+    else if (timed) hk_timer_stop();
     if (at_end) at_end(arg);
     /* the worker is gone: what it did not resolve is resolved here, before
      * the tail, which comes after every sample (not under the lock: naming
      * hakari's own frames allocates, and the GC's mark takes the lock) */
     hk_resolve_rest();
-    hk_sampler_take_tail_sample(tail, tail_parts);
+    if (timed) hk_sampler_take_tail_sample(tail, tail_parts);
     S.ended = 1;
     return 0;
 }
@@ -791,6 +805,7 @@ void hk_sampler_mark(void)
         if (hk_sample_has_capture((const sample_head *)rec)) hk_stack_walk_mark_capture(rec + HEAD_WORDS);
     hk_stack_walk_mark();
     hk_synth_mark();
+    hk_objects_mark();
     pthread_mutex_unlock(&hk_resolve_lock);
 }
 
@@ -803,7 +818,7 @@ size_t hk_sampler_memsize(void)
            (S.frame_buf ? (size_t)(S.buf_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + sizeof(int) + sizeof(uint32_t)) +
                               KEY_HEAD * sizeof(uint32_t)
                         : 0) +
-           hk_stack_walk_memsize() + hk_labels_memsize();
+           hk_stack_walk_memsize() + hk_labels_memsize() + hk_objects_memsize();
 }
 
 /* A fork never comes while the worker is resolving: the child's copy of the
@@ -825,6 +840,7 @@ static void atfork_child(void)
     hk_sampler_exits_forget();
     hk_sampler_holder_stop();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_forget();
+    else if (S.cfg.mode == HK_MODE_OBJECT) hk_objects_forget();
     else hk_timer_forget();
 }
 

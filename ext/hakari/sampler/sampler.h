@@ -11,19 +11,23 @@
 
 #include "profile.h"
 
-typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1 } hk_mode;
+/* cpu and wall: a sample per period of the thread's clock; object: a sample every `interval`
+ * objects allocated (sampler_objects.c) */
+typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1, HK_MODE_OBJECT = 2 } hk_mode;
 
 /* how cpu mode's ticks are timed (cpu_clock.h): HAKARI_CPU_CLOCK=perf */
 typedef enum { HK_CPU_CLOCK_PACED = 0, HK_CPU_CLOCK_PERF = 1 } hk_cpu_clock_choice;
 
 #define HK_MIN_FREQUENCY 1
 #define HK_MAX_FREQUENCY 10000
+#define HK_MAX_INTERVAL 1000000000 /* object mode: objects per sample */
 #define HK_DEFAULT_MAX_DEPTH 1024
 #define HK_MAX_MAX_DEPTH 65536
 
 typedef struct hk_sampler_config {
     hk_mode mode;
-    int frequency;
+    int frequency;      /* cpu and wall */
+    int interval;       /* object mode: a sample every `interval` objects */
     int aggregate;
     int max_depth;
     hk_cpu_clock_choice cpu_clock;
@@ -51,11 +55,12 @@ typedef struct hk_sampler_config {
     X(timer_cpu_ns, "CPU used by the timer's worker thread")                                            \
     X(process_cpu_ns, "cpu mode: the process's CPU up to the stop call, the worker's included")          \
     X(walk_mismatch_count, "HAKARI_STACK_WALK=verify: samples whose two walks differed")                  \
+    X(object_count, "object mode: objects allocated while profiling, by the threads of the main Ractor") \
     X(label_sets_dropped, "Hakari.label calls whose set could not be made (65 536 sets, 16 labels): labels kept as they were")
 
 typedef struct hk_sampler_stats {
     hk_mode mode;
-    int frequency, aggregate;
+    int frequency, interval, aggregate;
     int64_t start_time_ns; /* CLOCK_REALTIME at start (or the last clearing snapshot) */
     int64_t duration_ns;   /* monotonic, from there to stop or snapshot */
 #define HK_COUNTER_FIELD(name, what) uint64_t name;

@@ -3,10 +3,11 @@
  * Runs at stop/snapshot with the GVL: each unique frame is resolved to a name
  * (rb_profile_frame_full_label), a file and a first line exactly once, then
  * locations and samples are copied over by id. Values per sample:
- * [samples/count, cpu|wall/nanoseconds]; labels: thread (number), state
- * (running, blocked, wait, gc_marking, gc_sweeping: from the leaf, sampler_states.c),
- * with aggregate: false, timestamp (nanoseconds since the epoch), then the sample's
- * label set's (Hakari.label, sampler_labels.c), as strings.
+ * [samples/count, cpu|wall/nanoseconds] (object mode: [samples/count, alloc_objects/count]);
+ * labels: thread (number), state (running, blocked, wait, gc_marking, gc_sweeping: from the
+ * leaf, sampler_states.c; object mode: class, the sampled objects' class), with aggregate:
+ * false, timestamp (nanoseconds since the epoch), then the sample's label set's (Hakari.label,
+ * sampler_labels.c), as strings.
  */
 #include "buf.h"
 #include "sampler_int.h"
@@ -60,6 +61,13 @@ int hk_sampler_own_label(const char *l, long len)
     return (len > 7 && strncmp(l, "Hakari.", 7) == 0) || (len > 8 && strncmp(l, "Hakari::", 8) == 0);
 }
 
+/* object mode: a class index's name as the `class` label shows it */
+static uint32_t class_name(hk_profile *p, const hk_sampler *s, uint32_t index)
+{
+    if (index >= HK_CLASS_FIRST && index < s->nclasses) return rstring(p, rb_class_name(s->classes[index]), "(unknown)");
+    return hk_profile_string(p, index == HK_CLASS_INTERNAL ? "(internal)" : index == HK_CLASS_OTHERS ? "(other classes)" : "(unknown)");
+}
+
 /* location id in p for each of the sampler's locations (index id - 1). The
  * sampler keeps (frame, line) pairs only: each frame is resolved to a function
  * here, once, however many lines it was seen at. NULL when out of memory. */
@@ -94,8 +102,11 @@ static void add_comments(hk_profile *p, const hk_sampler_stats *st)
      * the counters' line is never cut */
     char line[2048];
     hk_profile_add_comment(p, "hakari " HK_VERSION);
-    snprintf(line, sizeof(line), "mode=%s frequency=%dHz aggregate=%s", st->mode == HK_MODE_CPU ? "cpu" : "wall",
-             st->frequency, st->aggregate ? "true" : "false");
+    if (st->mode == HK_MODE_OBJECT)
+        snprintf(line, sizeof(line), "mode=object interval=%d aggregate=%s", st->interval, st->aggregate ? "true" : "false");
+    else
+        snprintf(line, sizeof(line), "mode=%s frequency=%dHz aggregate=%s", st->mode == HK_MODE_CPU ? "cpu" : "wall",
+                 st->frequency, st->aggregate ? "true" : "false");
     hk_profile_add_comment(p, line);
     VALUE desc = rb_const_get(rb_cObject, rb_intern("RUBY_DESCRIPTION"));
     snprintf(line, sizeof(line), "ruby=%s", StringValueCStr(desc));
@@ -152,12 +163,14 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     size_t locs_cap = 0;
     uint8_t *seen = NULL; /* raw samples: stack ids met */
     if (!p) return NULL;
-    const char *mode = st->mode == HK_MODE_CPU ? "cpu" : "wall";
+    int objects = st->mode == HK_MODE_OBJECT;
+    const char *type = objects ? "alloc_objects" : st->mode == HK_MODE_CPU ? "cpu" : "wall";
+    const char *unit = objects ? "count" : "nanoseconds";
     hk_profile_add_sample_type(p, "samples", "count");
-    hk_profile_add_sample_type(p, mode, "nanoseconds");
-    p->default_sample_type = hk_profile_string(p, mode);
-    p->period_type = (hk_value_type){hk_profile_string(p, mode), hk_profile_string(p, "nanoseconds")};
-    p->period = 1000000000LL / st->frequency;
+    hk_profile_add_sample_type(p, type, unit);
+    p->default_sample_type = hk_profile_string(p, type);
+    p->period_type = (hk_value_type){hk_profile_string(p, type), hk_profile_string(p, unit)};
+    p->period = objects ? st->interval : 1000000000LL / st->frequency;
     p->time_nanos = st->start_time_ns;
     p->duration_nanos = st->duration_ns;
     add_comments(p, st);
@@ -166,10 +179,10 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     if (!s->cfg.aggregate) seen = calloc(hk_intern_count(&s->stacks) + 1, 1);
     if (!loc_of || (!s->cfg.aggregate && !seen)) goto fail;
 
-    /* labels: the thread, the state its time was spent in, (aggregate: false) the sample's time,
-     * then its label set's */
+    /* labels: the thread, the state its time was spent in (object mode: the objects' class),
+     * (aggregate: false) the sample's time, then its label set's */
     hk_label labels[3 + HK_MAX_LABELS] = {{.key = hk_profile_string(p, "thread")},
-                                          {.key = hk_profile_string(p, "state")},
+                                          {.key = hk_profile_string(p, objects ? "class" : "state")},
                                           {.key = hk_profile_string(p, "timestamp"),
                                            .num_unit = hk_profile_string(p, "nanoseconds")}};
     const size_t fixed = s->cfg.aggregate ? 2 : 3;
@@ -200,7 +213,7 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
         /* the key: the thread's sequence number, its label set, then location ids root first (sampler_int.h) */
         const uint32_t *key = hk_intern_get(&s->stacks, stack, &nkey);
         uint32_t nloc = nkey - 2, seq = key[0];
-        size_t nuser = hk_labels_get(key[1], kv, HK_MAX_LABELS);
+        size_t nuser = hk_labels_get(objects ? HK_CONTEXT_LABELS(key[1]) : key[1], kv, HK_MAX_LABELS);
         for (size_t j = 0; j < nuser; j++)
             labels[fixed + j] = (hk_label){.key = hk_profile_string_n(p, kv[j].key, kv[j].klen),
                                            .str = hk_profile_string_n(p, kv[j].val, kv[j].vlen)};
@@ -220,13 +233,16 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
             if (!hk_sampler_own_label(name, (long)strlen(name))) break;
             own++;
         }
+        /* in object mode, the objects hakari made itself (starting, stopping) are not the program's */
+        if (own && objects) continue;
         if (own) {
             memmove(locs, locs + own, (nloc - own) * sizeof(*locs));
             nloc -= own;
         }
         labels[0].num = seq;
         VALUE leaf = nkey > 2 ? s->locs[key[nkey - 1] - 1].frame : Qnil;
-        labels[1].str = state_str[HK_FRAME_STATE_P(leaf) ? FIX2LONG(leaf) : HK_STATE_RUNNING];
+        labels[1].str = objects ? class_name(p, s, HK_CONTEXT_CLASS(key[1]))
+                                : state_str[HK_FRAME_STATE_P(leaf) ? FIX2LONG(leaf) : HK_STATE_RUNNING];
         hk_profile_add_sample(p, locs, nloc, values, labels, fixed + nuser);
         total += values[1];
     }

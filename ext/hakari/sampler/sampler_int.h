@@ -5,6 +5,7 @@
  *   sampler_threads.c  the threads' records and baseline clocks;
  *   sampler_states.c   GC phases and GVL states: a sample's time split by where it went;
  *   sampler_labels.c   the label sets samples carry (Hakari.label);
+ *   sampler_objects.c  object mode: a sample every N allocated objects, with their classes;
  *   sampler_build.c    the tables into the profile model, at stop and snapshot.
  *
  * Data layout (the resolver's, under the resolve lock, except threads, the job's):
@@ -167,6 +168,9 @@ typedef struct hk_sampler {
     uint32_t *state_stacks; size_t state_stacks_cap; /* by seq * HK_NSTATES + state: 1 + that stack with
                                                         the state's leaf (slot 0: the stack it is for) */
     uint64_t sample_count, unresolved_count, moved_count, stale_count, synthesized_count;
+    /* object mode: the sampled objects' classes, by the index their samples carry
+     * (sampler_objects.c; HK_CLASS_* below the first), written by the hook, read at build */
+    VALUE *classes; size_t nclasses, classes_cap;
     uint64_t resolve_time; /* in cost_clock units */
     hk_sampler_stats cleared; /* the totals at the last snapshot that cleared (zero: none) */
     /* read by the timer's worker at every tick, written only at start and stop
@@ -204,7 +208,8 @@ typedef struct sample_head {
     int64_t weight;
     int64_t time_ns; /* CLOCK_REALTIME at the job (aggregate: false) */
     hk_leaf leaf;    /* the thread's leaf frame at the tick */
-    uint32_t labels; /* the label set its fiber was in (sampler_labels.c), 0: none */
+    uint32_t labels; /* the label set its fiber was in (sampler_labels.c), 0: none; in object
+                        mode with its object's class above it (HK_OBJECT_CONTEXT) */
     uint32_t unused;
 } sample_head;
 #define HEAD_WORDS (sizeof(sample_head) / sizeof(uint64_t))
@@ -370,6 +375,32 @@ void hk_labels_start(void);
 uint32_t hk_labels_of(VALUE thread);
 uint64_t hk_labels_dropped(void);
 size_t hk_labels_memsize(void);
+
+/* ---- sampler_objects.c (with the GVL) ------------------------------------------ */
+
+/* Object mode: a stack key's label-set word holds the label set in its low HK_LABEL_SET_BITS
+ * and the sampled object's class (its index in sampler_objects.c's table, 0: none) above. */
+#define HK_LABEL_SET_BITS 17
+_Static_assert(HK_MAX_LABEL_SETS < (1 << HK_LABEL_SET_BITS), "a label set id fits below the class");
+#define HK_OBJECT_CONTEXT(labels, klass) ((labels) | (uint32_t)(klass) << HK_LABEL_SET_BITS)
+#define HK_CONTEXT_LABELS(w) ((w) & ((1u << HK_LABEL_SET_BITS) - 1))
+#define HK_CONTEXT_CLASS(w) ((w) >> HK_LABEL_SET_BITS)
+/* class indexes with no class VALUE: none, the VM's internal objects, and the classes met
+ * after the table is full */
+enum { HK_CLASS_NONE = 0, HK_CLASS_INTERNAL = 1, HK_CLASS_FIRST = 2,
+       HK_CLASS_OTHERS = (1u << (32 - HK_LABEL_SET_BITS)) - 1 };
+
+/* at start and stop: the NEWOBJ hook and the worker that resolves its samples (0, or -1 with
+ * a message in err) */
+int hk_objects_start(char *err, size_t errlen);
+void hk_objects_stop(void);
+/* ctx: fork child: the worker did not survive the fork */
+void hk_objects_forget(void);
+/* objects allocated since start (the hook's calls) */
+uint64_t hk_objects_allocated(void);
+/* ctx: GC mark phase. The classes sampled objects had. */
+void hk_objects_mark(void);
+size_t hk_objects_memsize(void);
 
 /* ---- sampler_build.c ----------------------------------------------------------- */
 

@@ -26,6 +26,7 @@ void hk_sampler_tables_free(void)
     free(S.key_buf);
     free(S.tick_stacks);
     free(S.state_stacks);
+    free(S.classes);
     hk_ring_free(&S.ring);
     memset(&S, 0, sizeof(S));
 }
@@ -81,6 +82,8 @@ void hk_sampler_tables_keep(void)
     S.state_stacks = old.state_stacks;
     S.state_stacks_cap = old.state_stacks_cap;
     if (S.state_stacks) memset(S.state_stacks, 0, S.state_stacks_cap * sizeof(*S.state_stacks));
+    S.classes = old.classes; /* none in use: nclasses is 0 */
+    S.classes_cap = old.classes_cap;
 }
 
 #define RING_WORDS 16384

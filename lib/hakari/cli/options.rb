@@ -13,15 +13,14 @@ module Hakari
     # up front, so a bad value never gets as far as running the command.
     module Options
 
-      Parsed = Struct.new(:mode, :measure, :frequency, :output, :format, :print,
+      Parsed = Struct.new(:mode, :measure, :frequency, :interval, :output, :format, :print,
                           :verbose, :report, :no_synthesize, :fork, :every, :argv, keyword_init: true)
 
       module_function
 
       # => Parsed. argv is not modified. Raises UsageError.
       def parse(name, argv)
-        o = Parsed.new(mode: name == "record" ? :cpu : :wall,
-                       frequency: Hakari::DEFAULT_FREQUENCY, print: false, verbose: false,
+        o = Parsed.new(mode: name == "record" ? :cpu : :wall, print: false, verbose: false,
                        report: name == "exec")
         # order: stop at the command, so its own flags stay its own
         rest = usage_errors(name, "hakari help") { parser(name, o).order(argv) }
@@ -29,9 +28,10 @@ module Hakari
         if o.measure && o.mode != :trace
           raise UsageError, "--measure applies to -m trace (mode is #{o.mode})"
         end
-        if o.no_synthesize && o.mode == :trace
-          raise UsageError, "--no-synthesize applies to -m cpu and -m wall (tracing sees every call)"
+        if o.no_synthesize && %i[trace object].include?(o.mode)
+          raise UsageError, "--no-synthesize applies to -m cpu and -m wall (mode is #{o.mode})"
         end
+        check_rate(o)
         if o.fork == :inherit && o.mode == :trace
           raise UsageError, "--fork inherit applies to -m cpu and -m wall"
         end
@@ -42,6 +42,12 @@ module Hakari
         o.output ||= Hakari::Output.default_path(o.format) if name == "record" && (!o.print || o.format)
         o.output &&= check_output(o.output) unless o.every
         o
+      end
+
+      # -f is for the modes that sample by time, -i for object mode
+      def check_rate(o)
+        raise UsageError, "-f applies to -m cpu and -m wall (mode is #{o.mode}; -m object takes -i)" if o.frequency && !%i[cpu wall].include?(o.mode)
+        raise UsageError, "-i applies to -m object (mode is #{o.mode})" if o.interval && o.mode != :object
       end
 
       # --every: -o names the directory the snapshots go to (made when missing)
@@ -88,6 +94,7 @@ module Hakari
         op.on("-m", "--mode MODE") { |v| o.mode = choice("mode", v, Hakari::MODES) }
         op.on("--measure MEASURE") { |v| o.measure = choice("measure", v, Hakari::MEASURES) }
         op.on("-f", "--frequency HZ") { |v| o.frequency = parse_frequency(v) }
+        op.on("-i", "--interval N") { |v| o.interval = parse_interval(v) }
         op.on("-o", "--output PATH") { |v| o.output = v }
         op.on("--format FORMAT") { |v| o.format = choice("format", v, Hakari::FORMATS) }
         op.on("-v", "--verbose") { o.verbose = true }
@@ -114,6 +121,13 @@ module Hakari
         hz = value.match?(/\A[0-9]+\z/) ? Integer(value, 10) : nil
         return hz if hz&.between?(lo, hi)
         raise UsageError, "invalid frequency #{value.inspect} (expected an integer from #{lo} to #{hi} Hz)"
+      end
+
+      # objects per sample in object mode: the engine's range
+      def parse_interval(value)
+        n = value.match?(/\A[0-9]+\z/) ? Integer(value, 10) : nil
+        return n if n&.between?(1, Hakari::Native::MAX_INTERVAL)
+        raise UsageError, "invalid interval #{value.inspect} (expected an integer from 1 to #{Hakari::Native::MAX_INTERVAL} objects)"
       end
 
       # Checked before the command runs: finding out after a long run that the profile

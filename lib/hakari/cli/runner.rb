@@ -51,7 +51,8 @@ module Hakari
         env[Session::ENV_DIR] = dir
         env[Session::ENV_MODE] = @o.mode.to_s
         env[Session::ENV_MEASURE] = @o.measure.to_s if @o.measure
-        env[Session::ENV_FREQUENCY] = @o.frequency.to_s
+        env[Session::ENV_FREQUENCY] = @o.frequency.to_s if @o.frequency
+        env[Session::ENV_INTERVAL] = @o.interval.to_s if @o.interval
         env[Session::ENV_OUTPUT] = @o.output if @o.output
         env[Session::ENV_FORMAT] = @o.format.to_s if @o.format
         env[Session::ENV_VERBOSE] = "1" if @o.verbose

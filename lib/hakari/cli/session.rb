@@ -8,9 +8,10 @@ module Hakari
     # It must stay free of profiling code: every Ruby process of the command loads it.
     module Session
       ENV_DIR       = "HAKARI_SESSION"    # session dir made by the CLI; unset = standalone autorun
-      ENV_MODE      = "HAKARI_MODE"       # cpu | wall | trace
+      ENV_MODE      = "HAKARI_MODE"       # cpu | wall | object | trace
       ENV_MEASURE   = "HAKARI_MEASURE"    # with trace: wall | cpu | allocations
       ENV_FREQUENCY = "HAKARI_FREQUENCY"  # Hz
+      ENV_INTERVAL  = "HAKARI_INTERVAL"   # object mode: objects per sample
       ENV_OUTPUT    = "HAKARI_OUTPUT"     # absolute path of the profile file; unset under a session = no file
       ENV_FORMAT    = "HAKARI_FORMAT"     # one of Hakari::FORMATS; unset = from the output's name
       ENV_VERBOSE   = "HAKARI_VERBOSE"    # 1 = Hakari.start(verbose: true)
@@ -19,7 +20,7 @@ module Hakari
       ENV_FORK      = "HAKARI_FORK"       # inherit = Hakari.start(fork: :inherit)
       ENV_EVERY     = "HAKARI_EVERY"      # seconds: snapshots every so often into the directory HAKARI_OUTPUT
       ENV_CLAIMED   = "HAKARI_CLAIMED"    # standalone only: pid of the process that profiles
-      ALL_ENV = [ENV_DIR, ENV_MODE, ENV_MEASURE, ENV_FREQUENCY, ENV_OUTPUT, ENV_FORMAT,
+      ALL_ENV = [ENV_DIR, ENV_MODE, ENV_MEASURE, ENV_FREQUENCY, ENV_INTERVAL, ENV_OUTPUT, ENV_FORMAT,
                  ENV_VERBOSE, ENV_SYNTHESIZE, ENV_REPORT, ENV_CLAIMED, ENV_FORK, ENV_EVERY].freeze
 
       CLAIM_FILE  = "claim"       # created O_EXCL by the first Ruby process; holds its pid

@@ -24,7 +24,11 @@ module Hakari
       private
 
       def header
-        how = @o.mode == :trace ? "#{@o.measure || :wall} measure" : "#{@o.frequency} Hz"
+        how = case @o.mode
+              when :trace then "#{@o.measure || :wall} measure"
+              when :object then "a sample every #{@o.interval || Hakari::DEFAULT_INTERVAL} objects"
+              else "#{@o.frequency || Hakari::DEFAULT_FREQUENCY} Hz"
+              end
         " Performance stats for '#{Shellwords.join(@o.argv)}' (#{@o.mode} mode, #{how}):"
       end
 
@@ -53,8 +57,11 @@ module Hakari
               "GC time (#{int(n["gc_count"])} GCs: #{int(n["gc_minor"])} minor, #{int(n["gc_major"])} major)"),
           row(int(n["allocated_objects"]), "", "allocated objects"),
           row(int(n["freed_objects"]), "", "freed objects"),
-          *(@p["mode"] == "trace" ? trace_lines(n) : sampling_lines(n)),
-          *(@p["mode"] == "trace" ? [] : state_lines(n)),
+          *case @p["mode"]
+           when "trace" then trace_lines(n)
+           when "object" then object_lines(n)
+           else sampling_lines(n) + state_lines(n)
+           end,
         ]
       end
 
@@ -92,6 +99,20 @@ module Hakari
          row(pct(n["sampling_time_ns"], n["duration_ns"]), "%",
              "profiler overhead (#{ms(n["sampling_time_ns"])} ms sampling in #{ms(n["duration_ns"])} ms)"),
          row(ms(n["timer_cpu_ns"]), "ms", "CPU of hakari's timer thread (on another core)")]
+      end
+
+      # object mode: what the hook saw and the classes most allocated (the profile's samples)
+      def object_lines(n)
+        lines = [row(int(n["object_count"]), "", "objects seen by the sampler (the main Ractor's threads)"),
+                 row(int(n["sample_count"]), "",
+                     "samples, one every #{int(n["interval"])} objects on average (#{int(n["dropped_count"])} dropped)"),
+                 row(pct(n["sampling_time_ns"], n["duration_ns"]), "%",
+                     "profiler overhead in the hook's samples (#{ms(n["sampling_time_ns"])} ms in #{ms(n["duration_ns"])} ms)")]
+        classes = @p["top_classes"].to_s.split.map { |pair| pair.split("=", 2) }
+        return lines if classes.empty?
+        lines << "" << " Most allocated classes (objects, from the samples):"
+        classes.each { |name, c| lines << format("%14s     %s", int(c.to_i), name) }
+        lines
       end
 
       def trace_lines(n)

@@ -1,0 +1,179 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "open3"
+
+# mode: :object — a sample every interval allocated objects (Ruby's NEWOBJ hook), with the
+# objects' class as the `class` label. Ground truth: methods that allocate known numbers of
+# known classes, in a thread, a fiber and a block run by a C method.
+class ObjectModeTest < Minitest::Test
+  ROOT = File.expand_path("..", __dir__)
+
+  # Each allocates exactly n objects of one class per call of its own (the results are kept in
+  # a local: a literal whose value is unused is never built).
+  module Allocs
+    module_function
+
+    def strings(n) = (i = 0; (s = String.new("x"); i += 1) while i < n; s)
+    def arrays(n) = (i = 0; (a = [i, i]; i += 1) while i < n; a)
+    def hashes(n) = (i = 0; (h = { a: i }; i += 1) while i < n; h)
+    def in_block(n) = Array.new(n, 0).each { |i| [i] } # n arrays in the block, 1 for Array.new
+    def in_thread(n) = Thread.new { arrays(n) }.join
+    def in_fiber(n) = Fiber.new { hashes(n) }.resume
+
+    def all
+      strings(30_000)
+      arrays(20_000)
+      hashes(10_000)
+      in_block(5_000)
+      in_thread(4_000)
+      in_fiber(3_000)
+    end
+  end
+
+  def teardown
+    Hakari.stop if Hakari.running?
+  end
+
+  # objects of class `klass` in samples whose stack holds a frame labelled `frame` (root: at its root)
+  def objects(profile, frame, klass, root: false)
+    sets = profile[:label_sets]
+    profile[:samples].sum do |row|
+      held = root ? row[0].last[0] == frame : row[0].any? { |f| f[0] == frame }
+      held && sets[row.last][:class] == klass ? row[1] : 0
+    end
+  end
+
+  def test_every_object_is_counted_with_its_class_and_method_at_interval_one
+    Allocs.all # warm: methods compiled, constants cached
+    profile = Hakari.start(mode: :object, interval: 1) { Allocs.all }
+    c = profile.counters
+    assert_equal :object, c[:mode]
+    assert_equal 1, c[:interval]
+    # the only objects in no sample: those a thread makes before its first Ruby frame
+    assert_operator c[:dropped_count], :<=, 2
+    assert_equal 30_000, objects(profile, "ObjectModeTest::Allocs.strings", "String")
+    assert_equal 24_000, objects(profile, "ObjectModeTest::Allocs.arrays", "Array"), "20 000 here, 4 000 in the thread"
+    # a thread's and a fiber's own stacks: their block at the root, named as the method it is in
+    assert_equal 4_000, objects(profile, "ObjectModeTest::Allocs.in_thread", "Array", root: true)
+    assert_equal 13_000, objects(profile, "ObjectModeTest::Allocs.hashes", "Hash"), "10 000 here, 3 000 in the fiber"
+    assert_equal 3_000, objects(profile, "ObjectModeTest::Allocs.in_fiber", "Hash", root: true)
+    # the block Array#each runs (named as its method) made 5 000, Array.new the one it iterates
+    in_block = profile[:samples].sum do |row|
+      row[0][0][0] == "ObjectModeTest::Allocs.in_block" && row[0][1][0] == "Array#each" ? row[1] : 0
+    end
+    assert_equal 5_000, in_block
+    assert_equal 5_001, objects(profile, "ObjectModeTest::Allocs.in_block", "Array")
+    assert_equal 2, profile[:samples].map { |row| row[3] }.uniq.size, "the main thread and the one it started"
+    # every object of the run is in a sample, less hakari's own at start and stop
+    total = profile[:samples].sum { |row| row[1] }
+    assert_operator total, :<=, c[:object_count]
+    assert_operator c[:object_count] - total, :<, 50
+    assert_equal %w[alloc_objects count], Hakari::Native.read(profile.encode(:pprof)).counters[:sample_types].last
+  end
+
+  def test_a_larger_interval_keeps_the_shares_within_two_percent
+    Allocs.all
+    profile = Hakari.start(mode: :object, interval: 37) { 10.times { Allocs.all } }
+    assert_equal 37, profile.counters[:interval]
+    # about 1 800 samples for the hashes: their count's standard error is about 0.5 %
+    { ["ObjectModeTest::Allocs.strings", "String"] => 300_000, ["ObjectModeTest::Allocs.arrays", "Array"] => 240_000,
+      ["ObjectModeTest::Allocs.hashes", "Hash"] => 130_000 }.each do |(frame, klass), truth|
+      got = objects(profile, frame, klass)
+      assert_in_delta truth, got, truth * 0.02, "#{frame} #{klass}"
+    end
+  end
+
+  # NEWOBJ runs inside the allocation: the hook allocates nothing, and the classes and frames
+  # it keeps stay put and alive through compaction and GC at every allocation
+  def test_gc_compact_and_gc_stress_during_a_profile
+    profile = Hakari.start(mode: :object, interval: 1) do
+      Allocs.arrays(2_000)
+      GC.compact if GC.respond_to?(:compact)
+      Allocs.hashes(1_000)
+      GC.stress = true
+      begin
+        Allocs.strings(300)
+      ensure
+        GC.stress = false
+      end
+      GC.start
+    end
+    assert_equal 2_000, objects(profile, "ObjectModeTest::Allocs.arrays", "Array")
+    assert_equal 1_000, objects(profile, "ObjectModeTest::Allocs.hashes", "Hash")
+    assert_equal 300, objects(profile, "ObjectModeTest::Allocs.strings", "String")
+    text = profile.encode(:text)
+    assert_match(/Label class:/, text)
+    assert_match(/^\s+\d+ count .*ObjectModeTest::Allocs\.arrays/, text)
+  end
+
+  def test_snapshot_and_clear
+    Hakari.start(mode: :object, interval: 1)
+    Allocs.arrays(1_000)
+    first = Hakari.snapshot(clear: true)
+    Allocs.hashes(700)
+    last = Hakari.stop
+    assert_equal 1_000, objects(first, "ObjectModeTest::Allocs.arrays", "Array")
+    assert_equal 0, objects(last, "ObjectModeTest::Allocs.arrays", "Array")
+    assert_equal 700, objects(last, "ObjectModeTest::Allocs.hashes", "Hash")
+  end
+
+  def test_labels_travel_beside_the_class
+    profile = Hakari.start(mode: :object, interval: 1) do
+      Hakari.label(job: "import") { Allocs.arrays(1_500) }
+      Allocs.arrays(500)
+    end
+    sets = profile[:label_sets]
+    labelled = profile[:samples].sum { |row| sets[row.last] == { job: "import", class: "Array" } ? row[1] : 0 }
+    assert_equal 1_500, labelled
+    assert_equal 2_000, objects(profile, "ObjectModeTest::Allocs.arrays", "Array")
+  end
+
+  def test_go_pprof_focuses_on_a_class
+    Dir.mktmpdir do |dir|
+      path = File.join(dir, "objects.pb.gz")
+      Hakari.start(mode: :object, interval: 1, output: path) { Allocs.all }
+      top, err, st = Open3.capture3("go", "tool", "pprof", "-top", "-sample_index=alloc_objects", "-tagfocus=class=Hash", path)
+      assert st.success?, err
+      assert_match(/ObjectModeTest::Allocs\.hashes/, top)
+      refute_match(/ObjectModeTest::Allocs\.strings/, top)
+      tags, err, st = Open3.capture3("go", "tool", "pprof", "-tags", path)
+      assert st.success?, err
+      assert_match(/class: Total 7\d\d\d\d/, tags)
+    end
+  end
+
+  def test_bad_settings_are_refused_by_name
+    e = assert_raises(ArgumentError) { Hakari.start(mode: :object, interval: 0) }
+    assert_equal "invalid interval 0 (expected an Integer from 1 to 1000000000 objects)", e.message
+    e = assert_raises(ArgumentError) { Hakari.start(mode: :object, interval: "10") }
+    assert_match(/invalid interval "10"/, e.message)
+    e = assert_raises(ArgumentError) { Hakari.start(mode: :object, frequency: 100) }
+    assert_match(/frequency: applies to mode: :cpu and :wall/, e.message)
+    e = assert_raises(ArgumentError) { Hakari.start(mode: :cpu, interval: 10) }
+    assert_match(/interval: applies to mode: :object/, e.message)
+    e = assert_raises(ArgumentError) { Hakari.start(mode: :object, synthesize: true) }
+    assert_match(/synthesize: applies to mode: :cpu and :wall/, e.message)
+    refute Hakari.running?
+  end
+
+  def test_the_cli_records_objects_and_stat_counts_them
+    Dir.mktmpdir do |dir|
+      script = File.join(dir, "alloc.rb")
+      File.write(script, "a = nil\n100_000.times { a = [1, 2] }\n")
+      out = File.join(dir, "o.txt")
+      _, err, st = Open3.capture3(RbConfig.ruby, "-I#{ENGINE_LIB}", "#{ROOT}/exe/hakari", "record", "-m", "object",
+                                  "-i", "1", "-o", out, RbConfig.ruby, script)
+      assert st.success?, err
+      text = File.read(out)
+      assert_match(/^\s+100000 count\s+\d+\.\d%\s+block in <main>/, text)
+      assert_match(/^\s+100\d\d\d count\s+\d+\.\d%\s+Array$/, text)
+      _, out, st = Open3.capture3(RbConfig.ruby, "-I#{ENGINE_LIB}", "#{ROOT}/exe/hakari", "stat", "-m", "object",
+                                  RbConfig.ruby, script) # stat prints on stderr, as perf stat does
+      assert st.success?, out
+      assert_match(/\(object mode, a sample every 100 objects\):/, out)
+      assert_match(/^\s+1\d\d,\d\d\d\s+objects seen by the sampler/, out)
+      assert_match(/ Most allocated classes \(objects, from the samples\):\n\s+\d+,\d\d\d\s+Array\n/, out)
+    end
+  end
+end
