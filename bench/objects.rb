@@ -1,0 +1,129 @@
+# frozen_string_literal: true
+
+# Object mode (README, "Where objects are allocated"): is it true, and what does it cost?
+#
+# Part 1, ground truth: methods that allocate known numbers of objects of known classes (on the
+# main thread and on two others), profiled in object mode at interval 1 and at the default
+# interval. Each (method, class) count is compared with the truth: exact at interval 1, within
+# 2 % at the default. stackprof's object mode at the same intervals beside it (by method; it
+# records no class).
+#
+# Part 2, overhead: kramdown on a 200-section document (it allocates about a million objects a
+# second), unprofiled and under each setup once per round in a shuffled order, in one process:
+# the slowdown of each against the unprofiled run of the same round (median, IQR and the
+# median's 95 % CI). Target: the default interval within 5 %.
+#
+#   ruby bench/objects.rb                  (any lane: script/lane 3.4 ruby bench/objects.rb)
+# Env: HAKARI_BENCH_ROUNDS (default 41), HAKARI_BENCH_PARTS (default 1,2)
+
+$LOAD_PATH.unshift File.expand_path("../lib", __dir__)
+require "hakari"
+require "kramdown"
+require "stackprof"
+require_relative "paired_stats"
+include PairedStats
+
+ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "41"))
+PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2").split(",").map { Integer(_1) }
+LANE = "Ruby #{RUBY_DESCRIPTION[/\A\S+ \S+/]}#{defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? ' +YJIT' : ''}"
+
+# Each makes exactly n objects of one class (kept in a local: an unused literal is never built).
+module Allocs
+  module_function
+
+  def strings(n) = (i = 0; (s = String.new("x"); i += 1) while i < n; s)
+  def arrays(n) = (i = 0; (a = [i, i]; i += 1) while i < n; a)
+  def hashes(n) = (i = 0; (h = { a: i }; i += 1) while i < n; h)
+  def plain(n) = (i = 0; (o = Object.new; i += 1) while i < n; o)
+  def threaded(n) = 2.times.map { Thread.new { arrays(n) } }.each(&:join)
+end
+
+WORK = -> { Allocs.strings(300_000); Allocs.arrays(200_000); Allocs.hashes(100_000); Allocs.plain(50_000); Allocs.threaded(25_000) }
+# (method, class) => objects, the threads' arrays included under Allocs.arrays
+TRUTH = { %w[Allocs.strings String] => 300_000, %w[Allocs.arrays Array] => 250_000, %w[Allocs.hashes Hash] => 100_000,
+          %w[Allocs.plain Object] => 50_000 }.freeze
+
+# (method, class) => objects, from a hakari profile: samples whose stack holds the method
+def hakari_counts(profile)
+  sets = profile[:label_sets]
+  TRUTH.keys.to_h do |(method, klass)|
+    [[method, klass], profile[:samples].sum { |row| row[0].any? { _1[0] == method } && sets[row.last][:class] == klass ? row[1] : 0 }]
+  end
+end
+
+# method => objects from stackprof's raw stacks (no class: all the method's objects)
+def stackprof_counts(result, interval)
+  names = result[:frames].transform_values { _1[:name] }
+  counts = Hash.new(0)
+  raw = result[:raw]
+  i = 0
+  while i < raw.size
+    len = raw[i]
+    frames = raw[i + 1, len].map { names[_1] }
+    n = raw[i + 1 + len]
+    TRUTH.each_key { |(m, _)| counts[m] += n * interval if frames.include?(m) }
+    i += len + 2
+  end
+  counts
+end
+
+def error(got, truth) = format("%+.2f%%", 100.0 * (got - truth) / truth)
+
+def part1
+  puts "\n1. ground truth: #{TRUTH.values.sum + 50_000} objects in 4 methods (#{LANE})"
+  WORK.call
+  [1, Hakari::DEFAULT_INTERVAL].each do |interval|
+    profile = Hakari.start(mode: :object, interval: interval) { WORK.call }
+    got = hakari_counts(profile)
+    sp = StackProf.run(mode: :object, interval: interval, raw: true) { WORK.call }
+    sp_got = stackprof_counts(sp, interval)
+    puts format("  interval %-4d hakari: %s; dropped %d", interval,
+                TRUTH.map { |(m, k), t| "#{m} #{k} #{got[[m, k]]} (#{error(got[[m, k]], t)})" }.join(", "),
+                profile.counters[:dropped_count])
+    puts format("  %-13s stackprof: %s", "", TRUTH.map { |(m, _), t| "#{m} #{sp_got[m]} (#{error(sp_got[m], t)})" }.join(", "))
+  end
+end
+
+DOC = (1..200).map { |i| "## Part #{i}\n\nSome *text*, `code` and a [link](http://x/#{i}).\n\n- a\n- b\n\n" }.join
+SETUPS = {
+  "unprofiled" => nil,
+  "hakari object, interval #{Hakari::DEFAULT_INTERVAL}" => -> { Hakari.start(mode: :object) },
+  "hakari object, interval 1" => -> { Hakari.start(mode: :object, interval: 1) },
+  "stackprof object, interval #{Hakari::DEFAULT_INTERVAL}" => -> { StackProf.start(mode: :object, interval: Hakari::DEFAULT_INTERVAL, raw: true) },
+  "stackprof object, interval 1" => -> { StackProf.start(mode: :object, interval: 1, raw: true) },
+}.freeze
+
+def kramdown = Kramdown::Document.new(DOC).to_html
+
+# [wall s, objects per second]
+def run(setup)
+  GC.start
+  SETUPS[setup]&.call
+  a0 = GC.stat(:total_allocated_objects)
+  t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  kramdown
+  t = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+  a = GC.stat(:total_allocated_objects) - a0
+  if setup.start_with?("hakari") then Hakari.stop
+  elsif setup.start_with?("stackprof") then StackProf.stop
+  end
+  [t, a / t]
+end
+
+def part2
+  3.times { SETUPS.each_key { run(_1) } }
+  res = Hash.new { |h, k| h[k] = [] }
+  ROUNDS.times { SETUPS.keys.shuffle.each { |s| res[s] << run(s) } }
+  puts "\n2. overhead on kramdown (#{LANE}, #{ROUNDS} rounds, " \
+       "#{(median(res['unprofiled'].map { _1[1] }) / 1e6).round(2)} M objects/s unprofiled)"
+  SETUPS.each_key do |s|
+    next if s == "unprofiled"
+
+    r = res[s].zip(res["unprofiled"]).map { |a, b| a[0] / b[0] }
+    puts format("  %-32s wall %s (IQR %s, 95%% CI %s)", s, pct(median(r)), iqr(r), median_ci(r))
+  end
+end
+
+puts "# object mode: truth and cost"
+part1 if PARTS.include?(1)
+part2 if PARTS.include?(2)
