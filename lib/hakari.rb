@@ -8,13 +8,14 @@ require_relative "hakari/snapshots"
 
 # hakari — a Ruby profiler with a C engine. See the README for the returned data's shape.
 module Hakari
-  MODES = %i[cpu wall object trace].freeze
+  MODES = %i[cpu wall object retained trace].freeze
   MEASURES = %i[wall cpu allocations].freeze
   # the output formats, from the engine's one list of them (ext/hakari/format/formats.c)
   FORMATS = Native.formats.map(&:first).freeze
   DEFAULT_FREQUENCY = 1000
-  # mode: :object, objects per sample
+  # objects per sample: mode: :object's, and mode: :retained's (every object)
   DEFAULT_INTERVAL = 100
+  DEFAULT_RETAINED_INTERVAL = 1
   DEFAULT_MAX_DEPTH = 1024
 
   # A finished (or snapshot) profile: the C model with its counters.
@@ -36,7 +37,8 @@ module Hakari
   class << self
     # Starts profiling. With a block: profiles it, writes output: if given, returns the Profile.
     # mode: :cpu / :wall sample by time (frequency:), mode: :object every interval: allocated
-    # objects; mode: :trace records every call (measure:, exclude:, threads:, …).
+    # objects, mode: :retained those still alive at stop; mode: :trace records every call
+    # (measure:, exclude:, threads:, …).
     # fork: :stop (a forked child does not profile) or :inherit (each child profiles into its own
     # file: Hakari::Forks). every:, output_dir:, keep:, signal: continuous snapshots (Hakari::Snapshots).
     def start(mode: :cpu, frequency: nil, interval: nil, output: nil, format: nil, aggregate: true,
@@ -58,6 +60,7 @@ module Hakari
       else
         reject_trace_options(mode, trace_options)
         sampler = sampler_settings(mode, frequency, interval, aggregate, max_depth, synthesize)
+        raise ArgumentError, "every: does not apply to mode: :retained (its profile is taken at stop)" if snapshots && sampler[0].to_s == "retained"
         Native.start(*sampler)
       end
       @session = { output: output, base_output: output, format: fmt, verbose: verbose, fork: fork, sampler: sampler,
@@ -103,7 +106,11 @@ module Hakari
     def paused? = Native.paused?
 
     # The profile so far without stopping; clear: true starts the counts over. nil when not running.
-    def snapshot(clear: false) = Native.snapshot(clear)
+    def snapshot(clear: false)
+      raise "Hakari.snapshot does not apply to mode: :retained (its profile is taken at stop, after a full GC)" if @session&.dig(:sampler, 0).to_s == "retained"
+
+      Native.snapshot(clear)
+    end
 
     # Writes data to path: a new file atomically (temporary file + rename), through a symbolic
     # link to its target, into a device or FIFO in place (Hakari::Output). Format from format:
@@ -153,10 +160,11 @@ module Hakari
     # Native.start's arguments: each mode's default for what it takes; what it does not take is
     # passed on as given, for the engine to refuse by name
     def sampler_settings(mode, frequency, interval, aggregate, max_depth, synthesize)
-      if mode == :object || mode == "object"
+      if %w[object retained].include?(mode.to_s)
         raise ArgumentError, "synthesize: applies to mode: :cpu and :wall" unless synthesize.nil?
 
-        [mode, frequency, aggregate, max_depth, false, interval || DEFAULT_INTERVAL]
+        default = mode.to_s == "retained" ? DEFAULT_RETAINED_INTERVAL : DEFAULT_INTERVAL
+        [mode, frequency, aggregate, max_depth, false, interval || default]
       else
         [mode, frequency || DEFAULT_FREQUENCY, aggregate, max_depth, synthesize.nil? ? true : synthesize, interval]
       end

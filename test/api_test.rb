@@ -87,7 +87,7 @@ class ApiTest < Minitest::Test
   def test_bad_mode_names_the_value
     err = assert_raises(ArgumentError) { Hakari.start(mode: :bogus) }
     assert_match(/:bogus/, err.message)
-    assert_match(/:cpu, :wall, :object or :trace/, err.message)
+    assert_match(/:cpu, :wall, :object, :retained or :trace/, err.message)
     refute Hakari.running?
   end
 

@@ -373,7 +373,7 @@ class CLITest < Minitest::Test
   # --- bad input: one line, exit 2, nothing run, nothing written ------------------
 
   BAD = {
-    %w[record -m bogus] => /unknown mode "bogus" \(expected cpu, wall, object or trace\)/,
+    %w[record -m bogus] => /unknown mode "bogus" \(expected cpu, wall, object, retained or trace\)/,
     %w[stat --mode=bogus] => /unknown mode "bogus"/,
     %w[record -f 0] => /invalid frequency "0" \(expected an integer from 1 to 10000 Hz\)/,
     %w[record -f -1] => /invalid frequency "-1"/,
@@ -381,7 +381,7 @@ class CLITest < Minitest::Test
     %w[exec -f x] => /invalid frequency "x"/,
     ["record", "-f", " 100"] => /invalid frequency " 100"/,
     %w[record -m object -i 0] => /invalid interval "0" \(expected an integer from 1 to 1000000000 objects\)/,
-    %w[record -i 10] => /-i applies to -m object \(mode is cpu\)/,
+    %w[record -i 10] => /-i applies to -m object and -m retained \(mode is cpu\)/,
     %w[record -m object -f 10] => /-f applies to -m cpu and -m wall \(mode is object; -m object takes -i\)/,
     %w[record --format bogus] => /unknown format "bogus" \(expected pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope\)/,
     %w[record --bogus] => /unknown option "--bogus"/,

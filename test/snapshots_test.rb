@@ -95,7 +95,7 @@ class SnapshotsTest < Minitest::Test
         %w[--every soon] => /invalid --every "soon"/,
         %w[--every 1m] => /--every needs -o DIR/,
         %w[--every 1m -o /proc/hakari-x] => %r{cannot write snapshots to "/proc/hakari-x"},
-        %w[--every 1m -m trace -o x] => /--every applies to -m cpu and -m wall/,
+        %w[--every 1m -m trace -o x] => /--every applies to -m cpu, -m wall and -m object/,
       }.each do |args, message|
         _, err, st = Open3.capture3(*cmd, *args, "ruby", "-e", "1")
         assert_equal 2, st.exitstatus, args.inspect

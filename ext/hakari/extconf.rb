@@ -19,6 +19,9 @@ have_func("gettid", "unistd.h")
 have_func("process_vm_readv", "sys/uio.h") # the worker's fault-free read of a thread's leaf frame (stack_walk.h)
 have_func("pthread_getcpuclockid", "pthread.h")
 have_func("rb_class_attached_object", "ruby.h")
+# retained mode's bytes (sampler/sampler_objects.c): what ObjectSpace.memsize_of calls, exported by
+# libruby though declared in no public header; without it retained objects have no bytes
+have_func("rb_obj_memsize_of")
 # GVL states in wall mode (sampler/sampler_states.c): thread event hooks whose data names the
 # thread, and a slot per thread for its record (3.3+)
 have_func("rb_internal_thread_add_event_hook", "ruby/thread.h")

@@ -30,7 +30,7 @@
 static VALUE mHakari, mNative, cProfile;
 
 #define SET(h, k, v) rb_hash_aset(h, ID2SYM(rb_intern(k)), v)
-static ID id_cpu, id_wall, id_object, id_allocations, id_trace;
+static ID id_cpu, id_wall, id_object, id_retained, id_allocations, id_trace;
 
 /* ---- Hakari::Profile ----------------------------------------------------- */
 
@@ -301,6 +301,7 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
     int ci = hk_profile_find_value(p, "samples");
     if (ci < 0) ci = hk_profile_find_value(p, "calls");
     int wti = hk_profile_find_value(p, "wait");
+    int bi = hk_profile_find_value(p, "retained_space"); /* retained mode: the objects' bytes */
     size_t wi = hk_profile_default_value(p);
     VALUE out = rb_ary_new_capa((long)p->nsamples);
     hk_intern_table sets; /* freed below: nothing between raises */
@@ -314,6 +315,7 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
         rb_ary_push(row, LL2NUM(ci >= 0 ? v[ci] : 1));
         rb_ary_push(row, LL2NUM(label_num(p, i, "thread")));
         if (wti >= 0) rb_ary_push(row, LL2NUM(v[wti]));
+        else if (bi >= 0) rb_ary_push(row, LL2NUM(v[bi]));
         else if (!aggregate) rb_ary_push(row, LL2NUM(label_num(p, i, "timestamp")));
         int64_t set = label_set_index(p, i, &sets, state_key);
         rb_ary_push(row, LL2NUM(set < 0 ? 0 : set));
@@ -393,8 +395,9 @@ static VALUE profile_counters(VALUE self)
     if (o->traced) return trace_counters(&o->ts);
     const hk_sampler_stats *st = &o->st;
     VALUE h = rb_hash_new();
-    SET(h, "mode", ID2SYM(st->mode == HK_MODE_CPU ? id_cpu : st->mode == HK_MODE_WALL ? id_wall : id_object));
-    if (st->mode == HK_MODE_OBJECT) SET(h, "interval", INT2NUM(st->interval));
+    static const ID *const mode_id[] = {&id_cpu, &id_wall, &id_object, &id_retained};
+    SET(h, "mode", ID2SYM(*mode_id[st->mode]));
+    if (HK_MODE_COUNTS_OBJECTS(st->mode)) SET(h, "interval", INT2NUM(st->interval));
     else SET(h, "frequency", INT2NUM(st->frequency));
     SET(h, "aggregate", st->aggregate ? Qtrue : Qfalse);
     SET(h, "start_time_ns", LL2NUM(st->start_time_ns));
@@ -462,16 +465,19 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
     if (m == id_cpu) cfg.mode = HK_MODE_CPU;
     else if (m == id_wall) cfg.mode = HK_MODE_WALL;
     else if (m == id_object) cfg.mode = HK_MODE_OBJECT;
-    else rb_raise(rb_eArgError, "unknown mode %+" PRIsVALUE " (expected :cpu, :wall, :object or :trace)", mode);
+    else if (m == id_retained) cfg.mode = HK_MODE_RETAINED;
+    else rb_raise(rb_eArgError, "unknown mode %+" PRIsVALUE " (expected :cpu, :wall, :object, :retained or :trace)", mode);
     cfg.frequency = cfg.interval = 0;
-    if (cfg.mode == HK_MODE_OBJECT) {
-        if (!NIL_P(frequency)) rb_raise(rb_eArgError, "frequency: applies to mode: :cpu and :wall (mode: :object takes interval:)");
+    if (HK_MODE_COUNTS_OBJECTS(cfg.mode)) {
+        if (!NIL_P(frequency))
+            rb_raise(rb_eArgError, "frequency: applies to mode: :cpu and :wall (mode: :%s takes interval:)", rb_id2name(m));
         if (!int_in(interval, 1, HK_MAX_INTERVAL, &x))
             rb_raise(rb_eArgError, "invalid interval %+" PRIsVALUE " (expected an Integer from 1 to %d objects)", interval,
                      HK_MAX_INTERVAL);
         cfg.interval = (int)x;
     } else {
-        if (!NIL_P(interval)) rb_raise(rb_eArgError, "interval: applies to mode: :object (mode: :%s takes frequency:)", rb_id2name(m));
+        if (!NIL_P(interval))
+            rb_raise(rb_eArgError, "interval: applies to mode: :object and :retained (mode: :%s takes frequency:)", rb_id2name(m));
         if (!int_in(frequency, HK_MIN_FREQUENCY, HK_MAX_FREQUENCY, &x))
             rb_raise(rb_eArgError, "invalid frequency %+" PRIsVALUE " (expected an Integer from %d to %d Hz)", frequency,
                      HK_MIN_FREQUENCY, HK_MAX_FREQUENCY);
@@ -482,6 +488,8 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
                  HK_MAX_MAX_DEPTH);
     cfg.max_depth = (int)x;
     cfg.aggregate = boolean_option("aggregate", aggregate);
+    if (cfg.mode == HK_MODE_RETAINED && !cfg.aggregate)
+        rb_raise(rb_eArgError, "aggregate: false does not apply to mode: :retained (its samples are the objects alive at stop)");
     cfg.synthesize = boolean_option("synthesize", synthesize);
     static const char *const clocks[] = {"", "perf"}, *const walks[] = {"", "ruby", "verify"}, *const offs[] = {"", "off"};
     cfg.cpu_clock = (hk_cpu_clock_choice)env_choice("HAKARI_CPU_CLOCK", clocks, 2);
@@ -788,9 +796,10 @@ static void root_mark(void *ptr)
     hk_sampler_mark();
     hk_tracer_mark();
 }
+static void root_compact(void *ptr) { hk_sampler_compact(); }
 static size_t root_memsize(const void *ptr) { return hk_sampler_memsize() + hk_tracer_memsize(); }
 static const rb_data_type_t root_type = {
-    "Hakari::SamplerRoot", {root_mark, NULL, root_memsize, NULL, {0}}, NULL, NULL, 0};
+    "Hakari::SamplerRoot", {root_mark, NULL, root_memsize, root_compact, {0}}, NULL, NULL, 0};
 
 RUBY_FUNC_EXPORTED void Init_hakari(void)
 {
@@ -799,6 +808,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     id_allocations = rb_intern("allocations");
     id_trace = rb_intern("trace");
     id_object = rb_intern("object");
+    id_retained = rb_intern("retained");
 
     mHakari = rb_define_module("Hakari");
     mNative = rb_define_module_under(mHakari, "Native");

@@ -139,7 +139,7 @@ module Hakari
       data.counters.each { |k, v| result[k.to_s] = v }
       gc_deltas(@gc_before, @gc_after).each { |k, v| result[k] = v }
       case data[:mode]
-      when :object then result["top_classes"] = top_classes(data)
+      when :object, :retained then result["top_classes"] = top_classes(data)
       when :trace then nil
       else states(data).each { |k, v| result[k] = v }
       end

@@ -128,7 +128,7 @@ HK_HOT static hk_thread *current_thread(void)
     if (!t) {
         /* under M:N its clock began at its first stretch since start (sampler_mn.c) */
         int64_t from = S.cfg.mode == HK_MODE_WALL     ? hk_states_born(th)
-                       : S.cfg.mode == HK_MODE_OBJECT ? -1 /* no clock: its samples weigh objects */
+                       : HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? -1 /* no clock: its samples weigh objects */
                        : S.mn                         ? 0
                                                   : hk_sampler_native_baseline(hk_gettid(), hk_clock_ns(CLOCK_THREAD_CPUTIME_ID));
         if ((t = hk_sampler_thread_add(th, from))) hk_states_thread(t, 1);
@@ -419,7 +419,7 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
 {
     (void)data, (void)self, (void)mid, (void)klass;
     if (!S.running) return;
-    if (S.cfg.mode == HK_MODE_OBJECT) { /* no time to account: an ended thread's record goes */
+    if (HK_MODE_COUNTS_OBJECTS(S.cfg.mode)) { /* no time to account: an ended thread's record goes */
         hk_thread *ended = ev & RUBY_EVENT_THREAD_END ? hk_sampler_thread_find(rb_thread_current()) : NULL;
         if (ended) hk_sampler_thread_retire(ended);
         return;
@@ -593,14 +593,14 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     }
     S.synth = hk_synth_start(cfg->synthesize, &S.synth_how);
     S.last_thread = (size_t)-1; /* none: the first sample looks its thread up (current_thread) */
-    S.period_ns = cfg->mode == HK_MODE_OBJECT ? 0 : 1000000000LL / cfg->frequency;
+    S.period_ns = HK_MODE_COUNTS_OBJECTS(cfg->mode) ? 0 : 1000000000LL / cfg->frequency;
     S.tick.clock = (clockid_t)-1; /* no tick yet */
     S.job_ran = 1;                /* flag_threads: from the second tick on */
     S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     S.start_tsc = hk_tsc();
     memset(&S.cleared, 0, sizeof(S.cleared));
-    int timed = cfg->mode != HK_MODE_OBJECT;
+    int timed = !HK_MODE_COUNTS_OBJECTS(cfg->mode);
     if (timed) hk_states_start();
     hk_labels_start();
     hk_sampler_exits_start();
@@ -672,15 +672,19 @@ static void fill_totals(hk_sampler_stats *st)
     st->resolve_time_ns = (uint64_t)((double)S.resolve_time * scale);
     st->thread_count = S.nseq;
     st->stack_walker = hk_stack_walk_kind();
-    st->states = S.cfg.mode == HK_MODE_OBJECT ? "none (object mode)" : hk_states_how();
+    st->states = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? "none (objects are counted, not time)" : hk_states_how();
     st->walk_mismatch_count = hk_stack_walk_mismatches();
     st->label_sets_dropped = hk_labels_dropped();
-    st->object_count = S.cfg.mode == HK_MODE_OBJECT ? hk_objects_allocated() : 0;
+    st->object_count = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? hk_objects_allocated() : 0;
+    st->retained_count = S.cfg.mode == HK_MODE_RETAINED ? S.sample_count : 0;
     st->timer_kind = S.cfg.mode == HK_MODE_OBJECT ? "NEWOBJ hook: a sample every interval objects, resolved by a worker thread"
+                     : S.cfg.mode == HK_MODE_RETAINED ? "NEWOBJ and FREEOBJ hooks: every interval-th object followed until it is freed"
                      : S.cfg.mode == HK_MODE_WALL ? hk_timer_kind()
                      : S.mn                      ? "cpu-paced thread; M:N threads: each thread's CPU of its stretches on native threads"
                                                  : hk_cpu_clock_kind();
-    st->timer_cpu_ns = S.cfg.mode == HK_MODE_CPU ? hk_cpu_clock_worker_cpu_ns() : (uint64_t)hk_timer_cpu_ns();
+    st->timer_cpu_ns = S.cfg.mode == HK_MODE_CPU        ? hk_cpu_clock_worker_cpu_ns()
+                       : S.cfg.mode == HK_MODE_RETAINED ? 0 /* no worker */
+                                                        : (uint64_t)hk_timer_cpu_ns();
     if (S.cfg.mode == HK_MODE_CPU && S.process_cpu > S.start_process_cpu)
         st->process_cpu_ns = (uint64_t)(S.process_cpu - S.start_process_cpu);
 }
@@ -723,7 +727,7 @@ int hk_sampler_end(void (*at_end)(void *), void *arg)
     /* the program's time ends here: joining the worker and resolving are hakari's */
     hk_thread *cur = hk_sampler_thread_find(rb_thread_current());
     int64_t tail_parts[HK_NSTATES];
-    int timed = S.cfg.mode != HK_MODE_OBJECT;
+    int timed = !HK_MODE_COUNTS_OBJECTS(S.cfg.mode);
     if (!timed) hk_objects_stop(); /* no object of stop's own is sampled */
     int64_t tail = timed ? own_tail(cur, tail_parts) : 0;
     S.stop_mono_ns = hk_clock_ns(CLOCK_MONOTONIC); /* where the duration ends, with the tail */
@@ -748,6 +752,7 @@ int hk_sampler_end(void (*at_end)(void *), void *arg)
      * hakari's own frames allocates, and the GC's mark takes the lock) */
     hk_resolve_rest();
     if (timed) hk_sampler_take_tail_sample(tail, tail_parts);
+    if (S.cfg.mode == HK_MODE_RETAINED) hk_objects_retained_tally();
     S.ended = 1;
     return 0;
 }
@@ -809,6 +814,8 @@ void hk_sampler_mark(void)
     pthread_mutex_unlock(&hk_resolve_lock);
 }
 
+void hk_sampler_compact(void) { hk_objects_compact(); }
+
 size_t hk_sampler_memsize(void)
 {
     return hk_pair_map_memsize(&S.frame_locs) + hk_u64_map_memsize(&S.thread_ids) + hk_intern_memsize(&S.stacks) +
@@ -840,7 +847,7 @@ static void atfork_child(void)
     hk_sampler_exits_forget();
     hk_sampler_holder_stop();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_forget();
-    else if (S.cfg.mode == HK_MODE_OBJECT) hk_objects_forget();
+    else if (HK_MODE_COUNTS_OBJECTS(S.cfg.mode)) hk_objects_forget();
     else hk_timer_forget();
 }
 

@@ -12,8 +12,9 @@
 #include "profile.h"
 
 /* cpu and wall: a sample per period of the thread's clock; object: a sample every `interval`
- * objects allocated (sampler_objects.c) */
-typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1, HK_MODE_OBJECT = 2 } hk_mode;
+ * objects allocated; retained: those of them still alive at stop (sampler_objects.c) */
+typedef enum { HK_MODE_CPU = 0, HK_MODE_WALL = 1, HK_MODE_OBJECT = 2, HK_MODE_RETAINED = 3 } hk_mode;
+#define HK_MODE_COUNTS_OBJECTS(m) ((m) >= HK_MODE_OBJECT)
 
 /* how cpu mode's ticks are timed (cpu_clock.h): HAKARI_CPU_CLOCK=perf */
 typedef enum { HK_CPU_CLOCK_PACED = 0, HK_CPU_CLOCK_PERF = 1 } hk_cpu_clock_choice;
@@ -27,7 +28,7 @@ typedef enum { HK_CPU_CLOCK_PACED = 0, HK_CPU_CLOCK_PERF = 1 } hk_cpu_clock_choi
 typedef struct hk_sampler_config {
     hk_mode mode;
     int frequency;      /* cpu and wall */
-    int interval;       /* object mode: a sample every `interval` objects */
+    int interval;       /* object and retained: a sample every `interval` objects */
     int aggregate;
     int max_depth;
     hk_cpu_clock_choice cpu_clock;
@@ -55,7 +56,8 @@ typedef struct hk_sampler_config {
     X(timer_cpu_ns, "CPU used by the timer's worker thread")                                            \
     X(process_cpu_ns, "cpu mode: the process's CPU up to the stop call, the worker's included")          \
     X(walk_mismatch_count, "HAKARI_STACK_WALK=verify: samples whose two walks differed")                  \
-    X(object_count, "object mode: objects allocated while profiling, by the threads of the main Ractor") \
+    X(object_count, "object and retained: objects allocated while profiling, by the threads of the main Ractor") \
+    X(retained_count, "retained: sampled objects still alive at stop, after a full GC")                       \
     X(label_sets_dropped, "Hakari.label calls whose set could not be made (65 536 sets, 16 labels): labels kept as they were")
 
 typedef struct hk_sampler_stats {
@@ -100,6 +102,8 @@ int hk_sampler_running(void);
 int hk_sampler_own_thread(uintptr_t thread);
 /* ctx: GVL, GC mark phase. Marks (pins) every frame and thread VALUE held. */
 void hk_sampler_mark(void);
+/* ctx: GVL, GC compaction. The objects retained mode follows (never marked) may have moved. */
+void hk_sampler_compact(void);
 /* ctx: GVL. */
 size_t hk_sampler_memsize(void);
 /* ctx: GVL, once at load. */

@@ -3,7 +3,8 @@
  * Runs at stop/snapshot with the GVL: each unique frame is resolved to a name
  * (rb_profile_frame_full_label), a file and a first line exactly once, then
  * locations and samples are copied over by id. Values per sample:
- * [samples/count, cpu|wall/nanoseconds] (object mode: [samples/count, alloc_objects/count]);
+ * [samples/count, cpu|wall/nanoseconds] (object mode: [samples/count, alloc_objects/count];
+ * retained: [samples/count, retained_objects/count, retained_space/bytes]);
  * labels: thread (number), state (running, blocked, wait, gc_marking, gc_sweeping: from the
  * leaf, sampler_states.c; object mode: class, the sampled objects' class), with aggregate:
  * false, timestamp (nanoseconds since the epoch), then the sample's label set's (Hakari.label,
@@ -102,8 +103,9 @@ static void add_comments(hk_profile *p, const hk_sampler_stats *st)
      * the counters' line is never cut */
     char line[2048];
     hk_profile_add_comment(p, "hakari " HK_VERSION);
-    if (st->mode == HK_MODE_OBJECT)
-        snprintf(line, sizeof(line), "mode=object interval=%d aggregate=%s", st->interval, st->aggregate ? "true" : "false");
+    if (HK_MODE_COUNTS_OBJECTS(st->mode))
+        snprintf(line, sizeof(line), "mode=%s interval=%d aggregate=%s", st->mode == HK_MODE_OBJECT ? "object" : "retained",
+                 st->interval, st->aggregate ? "true" : "false");
     else
         snprintf(line, sizeof(line), "mode=%s frequency=%dHz aggregate=%s", st->mode == HK_MODE_CPU ? "cpu" : "wall",
                  st->frequency, st->aggregate ? "true" : "false");
@@ -163,11 +165,12 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     size_t locs_cap = 0;
     uint8_t *seen = NULL; /* raw samples: stack ids met */
     if (!p) return NULL;
-    int objects = st->mode == HK_MODE_OBJECT;
-    const char *type = objects ? "alloc_objects" : st->mode == HK_MODE_CPU ? "cpu" : "wall";
+    int objects = HK_MODE_COUNTS_OBJECTS(st->mode), retained = st->mode == HK_MODE_RETAINED;
+    const char *type = retained ? "retained_objects" : objects ? "alloc_objects" : st->mode == HK_MODE_CPU ? "cpu" : "wall";
     const char *unit = objects ? "count" : "nanoseconds";
     hk_profile_add_sample_type(p, "samples", "count");
     hk_profile_add_sample_type(p, type, unit);
+    if (retained) hk_profile_add_sample_type(p, "retained_space", "bytes");
     p->default_sample_type = hk_profile_string(p, type);
     p->period_type = (hk_value_type){hk_profile_string(p, type), hk_profile_string(p, unit)};
     p->period = objects ? st->interval : 1000000000LL / st->frequency;
@@ -195,12 +198,13 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     int64_t total = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t stack, nkey;
-        int64_t values[2];
+        int64_t values[3] = {0, 0, 0};
         if (s->cfg.aggregate) {
             if (i >= s->agg_cap || s->agg_rows[i].count == 0) continue;
             stack = (uint32_t)i;
             values[0] = (int64_t)s->agg_rows[i].count;
             values[1] = s->agg_rows[i].weight;
+            if (retained) values[2] = i < s->retained_bytes_cap ? s->retained_bytes[i] : 0;
             st->unique_stacks++;
         } else {
             stack = s->raw[i].stack;

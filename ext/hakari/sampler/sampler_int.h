@@ -171,6 +171,8 @@ typedef struct hk_sampler {
     /* object mode: the sampled objects' classes, by the index their samples carry
      * (sampler_objects.c; HK_CLASS_* below the first), written by the hook, read at build */
     VALUE *classes; size_t nclasses, classes_cap;
+    int64_t resolved_stack; /* the stack of the sample resolved last (-1: none); retained mode's */
+    int64_t *retained_bytes; size_t retained_bytes_cap; /* retained mode, at stop: by stack id */
     uint64_t resolve_time; /* in cost_clock units */
     hk_sampler_stats cleared; /* the totals at the last snapshot that cleared (zero: none) */
     /* read by the timer's worker at every tick, written only at start and stop
@@ -269,6 +271,8 @@ int hk_sampler_reserve_tables(void);
 size_t hk_sampler_tables_size(void);
 /* ctx: the timer's worker, between ticks (timer.h): resolves for about budget_ns. */
 void hk_resolve_on_worker(long budget_ns);
+/* rows for `need` stacks, the new ones zeroed (0, or -1 out of memory) */
+int hk_sampler_grow_rows(size_t need);
 /* ctx: GVL, with (_locked) or without the resolve lock: resolves what the ring holds. */
 void hk_resolve_rest_locked(void);
 void hk_resolve_rest(void);
@@ -394,6 +398,11 @@ enum { HK_CLASS_NONE = 0, HK_CLASS_INTERNAL = 1, HK_CLASS_FIRST = 2,
  * a message in err) */
 int hk_objects_start(char *err, size_t errlen);
 void hk_objects_stop(void);
+/* retained mode, at stop, after the last sample and the caller's GC.stat: a full GC, then each
+ * sampled object still alive into its stack's row (count, objects, bytes) */
+void hk_objects_retained_tally(void);
+/* GC compaction: the followed objects' new addresses */
+void hk_objects_compact(void);
 /* ctx: fork child: the worker did not survive the fork */
 void hk_objects_forget(void);
 /* objects allocated since start (the hook's calls) */

@@ -1,4 +1,5 @@
-/* sampler_objects.c — object mode: a sample every `interval` objects Ruby allocates.
+/* sampler_objects.c — object mode: a sample every `interval` objects Ruby allocates; retained
+ * mode: those of them still alive at stop.
  *
  * Ruby's NEWOBJ hook runs inside each allocation, on the allocating thread, with the GVL. It
  * counts down, and when the count ends takes a sample as the postponed job does in the
@@ -14,6 +15,13 @@
  * full. When the ring is full the hook resolves in place, so no sample is lost at any interval.
  * Ruby's NEWOBJ hooks belong to the Ractor that enables them: other Ractors' objects are not
  * seen (nor counted).
+ *
+ * Retained mode follows each sampled object: its stack is resolved at once, in the hook (no
+ * worker), as a stack with no weight, and the object goes into a table, object -> stack id,
+ * which Ruby's FREEOBJ hook (inside the GC's sweep) takes it out of. The objects are never
+ * marked, or they would never be freed; when compaction moves them, the table follows
+ * (hk_objects_compact). At stop a full GC runs, then each object left adds one sample (the
+ * interval, in objects) and its bytes (ObjectSpace.memsize_of's) to its stack's row.
  */
 #include "buf.h"
 #include "sampler_int.h"
@@ -21,6 +29,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <ruby/debug.h>
 
@@ -29,14 +38,21 @@
 
 #define RESOLVE_PERIOD_NS 10000000L
 
+#ifdef HAVE_RB_OBJ_MEMSIZE_OF
+size_t rb_obj_memsize_of(VALUE obj); /* exported by libruby, declared in none of its public headers */
+#endif
+
 static struct {
     VALUE tracepoint;
+    VALUE free_tracepoint; /* retained mode's FREEOBJ hook */
     long countdown;       /* objects until the next sample */
     uint64_t allocated;   /* objects allocated while profiling */
     uint64_t random;      /* xorshift state for the countdowns */
     int in_hook;          /* a sample is being taken: an allocation within it is not counted */
     int poked;            /* the worker was woken since its last step */
     hk_u64_map index_of;  /* class VALUE -> index in S.classes */
+    hk_u64_map live;      /* retained mode: a sampled object still alive -> its stack id */
+    uint64_t untracked;   /* retained mode: sampled objects the table had no room for */
 } O;
 
 /* The table index of an object's class: its real class (not a singleton's, nor an included
@@ -114,9 +130,30 @@ static void take_object_sample(uint32_t klass)
     *h = (sample_head){.state = HK_TICK_RUNNING, .seq = t->seq, .weight = S.cfg.interval,
                        .labels = HK_OBJECT_CONTEXT(hk_labels_of(t->thread), klass)};
     if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
+    if (S.cfg.mode == HK_MODE_RETAINED) h->state |= HK_HEAD_STACK_ONLY; /* its weight comes at stop */
     hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
     S.sampling_count++;
     S.sampling_time += cost_clock() - t0;
+}
+
+/* Retained mode: the object just sampled, followed from now on under the stack its sample
+ * resolves to here (there is no worker: the ring holds this sample alone). */
+static void follow(VALUE obj)
+{
+    uint64_t t0 = cost_clock();
+    S.resolved_stack = -1;
+    pthread_mutex_lock(&hk_resolve_lock);
+    hk_resolve_rest_locked();
+    pthread_mutex_unlock(&hk_resolve_lock);
+    if (S.resolved_stack < 0 || hk_u64_map_put(&O.live, (uint64_t)obj, (uint32_t)S.resolved_stack) < 0) O.untracked++;
+    S.sampling_time += cost_clock() - t0;
+}
+
+/* RUBY_INTERNAL_EVENT_FREEOBJ, inside the GC's sweep: a followed object is gone */
+static void freeobj_hook(VALUE tpval, void *data)
+{
+    (void)data;
+    if (O.live.count) hk_u64_map_del(&O.live, (uint64_t)rb_tracearg_object(rb_tracearg_from_tracepoint(tpval)));
 }
 
 /* RUBY_INTERNAL_EVENT_NEWOBJ, inside the allocation */
@@ -129,9 +166,13 @@ static void newobj_hook(VALUE tpval, void *data)
     if (--O.countdown > 0) return;
     O.countdown = next_countdown();
     O.in_hook = 1;
-    take_object_sample(class_index(rb_tracearg_object(rb_tracearg_from_tracepoint(tpval))));
-    /* a quarter of the ring waits: the worker starts on it now rather than at its next step */
-    if (!O.poked && hk_ring_used(&S.ring) > S.ring.cap / 4) {
+    VALUE obj = rb_tracearg_object(rb_tracearg_from_tracepoint(tpval));
+    uint64_t sampled = S.sampling_count;
+    take_object_sample(class_index(obj));
+    if (S.cfg.mode == HK_MODE_RETAINED) {
+        if (S.sampling_count != sampled) follow(obj);
+    } else if (!O.poked && hk_ring_used(&S.ring) > S.ring.cap / 4) {
+        /* a quarter of the ring waits: the worker starts on it now rather than at its next step */
         O.poked = 1;
         hk_timer_poke();
     }
@@ -152,11 +193,17 @@ int hk_objects_start(char *err, size_t errlen)
     O.countdown = next_countdown();
     O.allocated = 0;
     O.in_hook = O.poked = 0;
-    if (hk_timer_start_paced(resolve_step, err, errlen) < 0) return -1;
+    O.untracked = 0;
+    hk_u64_map_clear(&O.live);
+    int retained = S.cfg.mode == HK_MODE_RETAINED;
+    if (!retained && hk_timer_start_paced(resolve_step, err, errlen) < 0) return -1;
     if (!O.tracepoint) {
         O.tracepoint = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_NEWOBJ, newobj_hook, NULL);
         rb_gc_register_mark_object(O.tracepoint);
+        O.free_tracepoint = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_FREEOBJ, freeobj_hook, NULL);
+        rb_gc_register_mark_object(O.free_tracepoint);
     }
+    if (retained) rb_tracepoint_enable(O.free_tracepoint);
     rb_tracepoint_enable(O.tracepoint);
     return 0;
 }
@@ -164,13 +211,66 @@ int hk_objects_start(char *err, size_t errlen)
 void hk_objects_stop(void)
 {
     if (O.tracepoint) rb_tracepoint_disable(O.tracepoint);
-    hk_timer_stop();
+    if (S.cfg.mode != HK_MODE_RETAINED) hk_timer_stop();
 }
 
 void hk_objects_forget(void)
 {
     if (O.tracepoint) rb_tracepoint_disable(O.tracepoint);
-    hk_timer_forget();
+    if (O.free_tracepoint) rb_tracepoint_disable(O.free_tracepoint);
+    hk_u64_map_clear(&O.live);
+    if (S.cfg.mode != HK_MODE_RETAINED) hk_timer_forget();
+}
+
+/* bytes of a live object as ObjectSpace.memsize_of counts them, or 0 where Ruby does not say */
+static int64_t memsize_of(VALUE obj)
+{
+#ifdef HAVE_RB_OBJ_MEMSIZE_OF
+    return (int64_t)rb_obj_memsize_of(obj);
+#else
+    (void)obj;
+    return 0;
+#endif
+}
+
+void hk_objects_retained_tally(void)
+{
+    /* the objects freed by this GC leave the table through the FREEOBJ hook, still enabled */
+    rb_gc_start();
+    rb_tracepoint_disable(O.free_tracepoint);
+    size_t rows = hk_intern_count(&S.stacks);
+    if (hk_sampler_grow_rows(rows) < 0 ||
+        hk_array_grow((void **)&S.retained_bytes, &S.retained_bytes_cap, rows, sizeof(int64_t)) < 0) {
+        S.dropped_count += O.live.count;
+        hk_u64_map_clear(&O.live);
+        return;
+    }
+    memset(S.retained_bytes, 0, rows * sizeof(int64_t));
+    /* the rows hold nothing yet (retained samples carry no weight): each object left adds its
+     * count, its weight in objects and its bytes; nothing here can run the GC */
+    for (size_t i = 0; i < O.live.cap; i++) {
+        if (!O.live.keys[i]) continue;
+        uint32_t stack = O.live.vals[i];
+        if (stack >= S.agg_cap || stack >= rows) continue;
+        S.agg_rows[stack].count++;
+        S.agg_rows[stack].weight += S.cfg.interval;
+        S.retained_bytes[stack] += memsize_of((VALUE)O.live.keys[i]) * S.cfg.interval;
+        S.sample_count++;
+    }
+    S.dropped_count += O.untracked;
+    hk_u64_map_clear(&O.live);
+}
+
+void hk_objects_compact(void)
+{
+    if (!O.live.count) return;
+    hk_u64_map moved;
+    hk_u64_map_init(&moved);
+    if (hk_u64_map_reserve(&moved, O.live.count) < 0) return; /* the old addresses stay: their objects go uncounted */
+    for (size_t i = 0; i < O.live.cap; i++)
+        if (O.live.keys[i]) hk_u64_map_put(&moved, (uint64_t)rb_gc_location((VALUE)O.live.keys[i]), O.live.vals[i]);
+    hk_u64_map_free(&O.live);
+    O.live = moved;
 }
 
 uint64_t hk_objects_allocated(void) { return O.allocated; }
@@ -181,4 +281,8 @@ void hk_objects_mark(void)
     for (size_t i = HK_CLASS_FIRST; i < S.nclasses; i++) rb_gc_mark(S.classes[i]);
 }
 
-size_t hk_objects_memsize(void) { return hk_u64_map_memsize(&O.index_of) + S.classes_cap * sizeof(VALUE); }
+size_t hk_objects_memsize(void)
+{
+    return hk_u64_map_memsize(&O.index_of) + hk_u64_map_memsize(&O.live) + S.classes_cap * sizeof(VALUE) +
+           S.retained_bytes_cap * sizeof(int64_t);
+}

@@ -34,7 +34,7 @@ HK_HOT static uint32_t frame_location(VALUE frame, int line)
 }
 
 /* room for rows [0, need), the new ones zero (a row never sampled has count 0) */
-static int grow_agg_rows(size_t need)
+int hk_sampler_grow_rows(size_t need)
 {
     size_t old = S.agg_cap;
     if (hk_array_grow((void **)&S.agg_rows, &S.agg_cap, need, sizeof(*S.agg_rows)) < 0) return -1;
@@ -51,7 +51,7 @@ HK_HOT static int record(uint32_t stack, int64_t weight, int64_t time_ns)
         S.raw[S.nraw++] = (hk_raw_sample){stack, weight, time_ns};
         return 0;
     }
-    if (stack >= S.agg_cap && grow_agg_rows((size_t)stack + 1) < 0) return -1;
+    if (stack >= S.agg_cap && hk_sampler_grow_rows((size_t)stack + 1) < 0) return -1;
     S.agg_rows[stack].weight += weight;
     S.agg_rows[stack].count++;
     return 0;
@@ -219,6 +219,7 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
     } else if (skip) {
         S.moved_count++;
     }
+    S.resolved_stack = stack;
     if (h->state & HK_HEAD_STACK_ONLY) return; /* its time is in the state parts that follow */
     /* not for a stale tick, whose sample goes to an earlier stack; a tick that found the thread
      * off its CPU (a busy machine preempted it) in a specialized instruction was still in it */
@@ -368,7 +369,7 @@ int hk_sampler_reserve_tables(void)
         hk_intern_reserve(&S.stacks, RESERVED_STACKS, RESERVED_STACK_ITEMS) < 0)
         return -1;
     if (!S.cfg.aggregate) return hk_array_grow((void **)&S.raw, &S.raw_cap, RESERVED_STACKS, sizeof(*S.raw));
-    return grow_agg_rows(RESERVED_STACKS);
+    return hk_sampler_grow_rows(RESERVED_STACKS);
 }
 
 size_t hk_sampler_tables_size(void)

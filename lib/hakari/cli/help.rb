@@ -19,12 +19,13 @@ module Hakari
       # Indented to sit under each command's own options (interpolation would not be dedented).
       COMMON = <<~TEXT.gsub(/^/, "  ")
           -m, --mode MODE       cpu (per-thread CPU time), wall (elapsed time, sleeping and I/O included),
-                                object (allocated objects, by method, line and class)
+                                object (allocated objects, by method, line and class), retained
+                                (those of them still alive at stop, after a full GC: objects and bytes)
                                 or trace (every call counted: call tree, callers/callees, exact counts)
           --measure MEASURE     with -m trace: wall (default), cpu or allocations
           -f, --frequency HZ    cpu and wall: samples per second, an integer from 1 to 10000 (default 1000)
           -i, --interval N      object: a sample every N allocated objects on average, 1 for every
-                                one (default 100)
+                                one (default 100); retained: every N-th object followed (default 1)
           --format FORMAT       pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope
                                 (default: from the -o extension)
           -v, --verbose         print sampling statistics to stderr
@@ -167,6 +168,7 @@ module Hakari
           Hakari.start(mode: :cpu, frequency: 1000, output: nil, format: nil, aggregate: true,
                        verbose: false, max_depth: 1024, synthesize: true, fork: :stop) { work }   # block form: returns the profile
           Hakari.start(mode: :object, interval: 100) { work }  # allocations: weights are objects, a class label
+          Hakari.start(mode: :retained) { work }   # the objects still alive at stop: objects and bytes
           Hakari.start(mode: :wall, every: 60, output_dir: "tmp/profiles", keep: 100, signal: "USR2")
                                 # continuous snapshots: a file per period, written whole; Hakari.stop writes the last
           Hakari.label(endpoint: "GET /users/:id") { work }   # every sample in the block carries the labels
@@ -188,17 +190,17 @@ module Hakari
                        threads: nil, exclude_threads: nil, merge_fibers: false, merge_threads: false) { work }
           Hakari.pause / Hakari.resume / Hakari.paused?   # tracing: the paused span is in no total
           profile.methods_table  # tracing: [{name:, calls:, self:, wait:, child:, total:, recursive:, callers:, callees:}]
-          Hakari::MODES    # [:cpu, :wall, :object, :trace]
+          Hakari::MODES    # [:cpu, :wall, :object, :retained, :trace]
           Hakari::FORMATS  # [:pprof, :collapsed, :text, :flat, :graph, :callgrind, :dot]
           Bad values raise ArgumentError; starting twice raises RuntimeError.
 
         ENVIRONMENT
           Read by hakari/autorun; the CLI sets them (and clears any it does not use).
           To profile without the CLI: RUBYOPT=-rhakari/autorun HAKARI_OUTPUT=out.pb.gz ruby app.rb
-            HAKARI_MODE        cpu, wall, object or trace (default cpu)
+            HAKARI_MODE        cpu, wall, object, retained or trace (default cpu)
             HAKARI_MEASURE     with trace: wall, cpu or allocations
             HAKARI_FREQUENCY   Hz (default 1000)
-            HAKARI_INTERVAL    object mode: objects per sample (default 100)
+            HAKARI_INTERVAL    object and retained: objects per sample (default 100; retained 1)
             HAKARI_OUTPUT      profile path (standalone default hakari.pb.gz, or named for HAKARI_FORMAT)
             HAKARI_FORMAT      pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope (from the
                                output's name)

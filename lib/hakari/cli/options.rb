@@ -28,7 +28,7 @@ module Hakari
         if o.measure && o.mode != :trace
           raise UsageError, "--measure applies to -m trace (mode is #{o.mode})"
         end
-        if o.no_synthesize && %i[trace object].include?(o.mode)
+        if o.no_synthesize && %i[trace object retained].include?(o.mode)
           raise UsageError, "--no-synthesize applies to -m cpu and -m wall (mode is #{o.mode})"
         end
         check_rate(o)
@@ -46,13 +46,14 @@ module Hakari
 
       # -f is for the modes that sample by time, -i for object mode
       def check_rate(o)
-        raise UsageError, "-f applies to -m cpu and -m wall (mode is #{o.mode}; -m object takes -i)" if o.frequency && !%i[cpu wall].include?(o.mode)
-        raise UsageError, "-i applies to -m object (mode is #{o.mode})" if o.interval && o.mode != :object
+        raise UsageError, "-f applies to -m cpu and -m wall (mode is #{o.mode}; -m #{o.mode} takes -i)" if o.frequency && %i[object retained].include?(o.mode)
+        raise UsageError, "-f applies to -m cpu and -m wall (mode is #{o.mode})" if o.frequency && o.mode == :trace
+        raise UsageError, "-i applies to -m object and -m retained (mode is #{o.mode})" if o.interval && !%i[object retained].include?(o.mode)
       end
 
       # --every: -o names the directory the snapshots go to (made when missing)
       def check_every(o)
-        raise UsageError, "--every applies to -m cpu and -m wall" if o.mode == :trace
+        raise UsageError, "--every applies to -m cpu, -m wall and -m object" if %i[trace retained].include?(o.mode)
         raise UsageError, "--every needs -o DIR, the directory the snapshots go to" unless o.output
         raise UsageError, "--every writes files, not the report (-p)" if o.print
         Hakari::Snapshots.check_dir(o.output)

@@ -8,7 +8,7 @@ module Hakari
     # It must stay free of profiling code: every Ruby process of the command loads it.
     module Session
       ENV_DIR       = "HAKARI_SESSION"    # session dir made by the CLI; unset = standalone autorun
-      ENV_MODE      = "HAKARI_MODE"       # cpu | wall | object | trace
+      ENV_MODE      = "HAKARI_MODE"       # cpu | wall | object | retained | trace
       ENV_MEASURE   = "HAKARI_MEASURE"    # with trace: wall | cpu | allocations
       ENV_FREQUENCY = "HAKARI_FREQUENCY"  # Hz
       ENV_INTERVAL  = "HAKARI_INTERVAL"   # object mode: objects per sample

@@ -27,6 +27,7 @@ module Hakari
         how = case @o.mode
               when :trace then "#{@o.measure || :wall} measure"
               when :object then "a sample every #{@o.interval || Hakari::DEFAULT_INTERVAL} objects"
+              when :retained then "every #{@o.interval || Hakari::DEFAULT_RETAINED_INTERVAL} objects followed"
               else "#{@o.frequency || Hakari::DEFAULT_FREQUENCY} Hz"
               end
         " Performance stats for '#{Shellwords.join(@o.argv)}' (#{@o.mode} mode, #{how}):"
@@ -60,6 +61,7 @@ module Hakari
           *case @p["mode"]
            when "trace" then trace_lines(n)
            when "object" then object_lines(n)
+           when "retained" then retained_lines(n)
            else sampling_lines(n) + state_lines(n)
            end,
         ]
@@ -111,6 +113,18 @@ module Hakari
         classes = @p["top_classes"].to_s.split.map { |pair| pair.split("=", 2) }
         return lines if classes.empty?
         lines << "" << " Most allocated classes (objects, from the samples):"
+        classes.each { |name, c| lines << format("%14s     %s", int(c.to_i), name) }
+        lines
+      end
+
+      # retained mode: what was followed and what was still alive at stop, after a full GC
+      def retained_lines(n)
+        lines = [row(int(n["object_count"]), "", "objects seen by the sampler (the main Ractor's threads)"),
+                 row(int(n["sampling_count"]), "", "objects followed (one every #{int(n["interval"])})"),
+                 row(int(n["retained_count"]), "", "of them alive at stop, after a full GC")]
+        classes = @p["top_classes"].to_s.split.map { |pair| pair.split("=", 2) }
+        return lines if classes.empty?
+        lines << "" << " Most retained classes (objects, from the samples):"
         classes.each { |name, c| lines << format("%14s     %s", int(c.to_i), name) }
         lines
       end
