@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
-# Object mode (README, "Where objects are allocated"): is it true, and what does it cost?
+# Object and retained modes (README, "Where objects are allocated"): are they true, and what do
+# they cost?
 #
 # Part 1, ground truth: methods that allocate known numbers of objects of known classes (on the
 # main thread and on two others), profiled in object mode at interval 1 and at the default
@@ -13,18 +14,24 @@
 # the slowdown of each against the unprofiled run of the same round (median, IQR and the
 # median's 95 % CI). Target: the default interval within 5 %.
 #
+# Part 3, retained mode: methods that keep a known share of what they allocate (a quarter of
+# 200 000 arrays, a third of 90 000 hashes, none of 300 000 strings) under retained mode at
+# interval 1 and 10, each (method, class) count against the truth and the bytes against
+# ObjectSpace.memsize_of of the kept objects; and kramdown's slowdown under it (as part 2).
+#
 #   ruby bench/objects.rb                  (any lane: script/lane 3.4 ruby bench/objects.rb)
-# Env: HAKARI_BENCH_ROUNDS (default 41), HAKARI_BENCH_PARTS (default 1,2)
+# Env: HAKARI_BENCH_ROUNDS (default 41), HAKARI_BENCH_PARTS (default 1,2,3)
 
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "hakari"
 require "kramdown"
 require "stackprof"
+require "objspace"
 require_relative "paired_stats"
 include PairedStats
 
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "41"))
-PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2").split(",").map { Integer(_1) }
+PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2,3").split(",").map { Integer(_1) }
 LANE = "Ruby #{RUBY_DESCRIPTION[/\A\S+ \S+/]}#{defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? ' +YJIT' : ''}"
 
 # Each makes exactly n objects of one class (kept in a local: an unused literal is never built).
@@ -124,6 +131,67 @@ def part2
   end
 end
 
-puts "# object mode: truth and cost"
+# Each keeps every `every`-th object it makes in KEPT.
+module Keeper
+  KEPT = []
+  module_function
+
+  def arrays(n, every) = n.times { |i| a = [i, i]; KEPT << a if (i % every).zero? }
+  def hashes(n, every) = n.times { |i| h = { a: i }; KEPT << h if (i % every).zero? }
+  def strings(n) = n.times { String.new("x") }
+end
+
+KEEP_WORK = -> { Keeper.arrays(200_000, 4); Keeper.hashes(90_000, 3); Keeper.strings(300_000) }
+KEPT_TRUTH = { %w[Keeper.arrays Array] => 50_000, %w[Keeper.hashes Hash] => 30_000, %w[Keeper.strings String] => 0 }.freeze
+
+# (method, class) => [objects, bytes] from a retained profile
+def retained_counts(profile)
+  sets = profile[:label_sets]
+  KEPT_TRUTH.keys.to_h do |(method, klass)|
+    rows = profile[:samples].select { |row| row[0].any? { _1[0] == method } && sets[row.last][:class] == klass }
+    [[method, klass], [rows.sum { _1[1] }, rows.sum { _1[4] }]]
+  end
+end
+
+def part3
+  puts "\n3. retained mode: 80 000 of 590 000 objects kept (#{LANE})"
+  [1, 10].each do |interval|
+    Keeper::KEPT.clear
+    GC.start
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    profile = Hakari.start(mode: :retained, interval: interval) { KEEP_WORK.call }
+    t = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+    got = retained_counts(profile)
+    bytes = { "Array" => Keeper::KEPT.grep(Array).sum { ObjectSpace.memsize_of(_1) },
+              "Hash" => Keeper::KEPT.grep(Hash).sum { ObjectSpace.memsize_of(_1) }, "String" => 0 }
+    puts format("  interval %-3d %s; %.2f s with the stop's GC", interval,
+                KEPT_TRUTH.map { |(m, k), n|
+                  o, b = got[[m, k]]
+                  "#{m} #{k} #{o} of #{n}, #{b} of #{bytes[k]} bytes"
+                }.join("; "), t)
+  end
+  Keeper::KEPT.clear
+  setups = { "unprofiled" => nil, "retained, interval 1" => 1, "retained, interval 100" => 100 }
+  run = lambda do |s|
+    GC.start
+    Hakari.start(mode: :retained, interval: setups[s]) if setups[s]
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    kramdown
+    t = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0
+    Hakari.stop if setups[s]
+    t
+  end
+  2.times { setups.each_key { run.call(_1) } }
+  res = Hash.new { |h, k| h[k] = [] }
+  ROUNDS.times { setups.keys.shuffle.each { |s| res[s] << run.call(s) } }
+  puts "  kramdown, #{ROUNDS} rounds (the stop's GC not timed):"
+  %w[retained,\ interval\ 1 retained,\ interval\ 100].each do |s|
+    r = res[s].zip(res["unprofiled"]).map { |a, b| a / b }
+    puts format("  %-32s wall %s (IQR %s, 95%% CI %s)", s, pct(median(r)), iqr(r), median_ci(r))
+  end
+end
+
+puts "# object and retained modes: truth and cost"
 part1 if PARTS.include?(1)
 part2 if PARTS.include?(2)
+part3 if PARTS.include?(3)
