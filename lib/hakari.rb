@@ -4,6 +4,7 @@ require_relative "hakari/version"
 require_relative "hakari/output"
 require_relative "hakari/engine"
 require_relative "hakari/forks"
+require_relative "hakari/ractors"
 require_relative "hakari/snapshots"
 
 # hakari — a Ruby profiler with a C engine. See the README for the returned data's shape.
@@ -62,6 +63,7 @@ module Hakari
         sampler = sampler_settings(mode, frequency, interval, aggregate, max_depth, synthesize)
         raise ArgumentError, "every: does not apply to mode: :retained (its profile is taken at stop)" if snapshots && sampler[0].to_s == "retained"
         Native.start(*sampler)
+        RactorHook.check_running
       end
       @session = { output: output, base_output: output, format: fmt, verbose: verbose, fork: fork, sampler: sampler,
                    snapshot_settings: snapshots, snapshots: snapshots && Snapshots.new(snapshots, fmt).start }
@@ -212,7 +214,8 @@ module Hakari
     def report_verbose(data)
       h = data.to_h
       per_call = h[:sampling_count].zero? ? 0 : h[:sampling_time_ns] / h[:sampling_count] / 1000.0
-      warn format("[hakari] mode=%s frequency=%dHz timer=%s", h[:mode], h[:frequency], h[:timer])
+      rate = h[:interval] ? "interval=#{h[:interval]}" : "frequency=#{h[:frequency]}Hz"
+      warn format("[hakari] mode=%s %s timer=%s", h[:mode], rate, h[:timer])
       warn format("[hakari] sampling: %d callbacks, %.2f ms total, %.2f us/call avg", h[:sampling_count],
                   h[:sampling_time_ns] / 1e6, per_call)
       warn format("[hakari] samples: %d recorded, %d dropped, %d triggers, %d threads", h[:sample_count],

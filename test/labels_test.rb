@@ -80,7 +80,8 @@ class LabelsTest < Minitest::Test
       -> { Hakari.label(("k" * 65).to_sym => "x") } => /invalid label key :k{65} \(expected 1 to 64 bytes\)/,
       -> { Hakari.label(k: "v" * 513) } => /invalid label value for :k \(513 bytes; expected at most 512\)/,
       -> { Hakari.label((1..17).to_h { |i| [:"k#{i}", "v"] }) } => /too many labels \(expected at most 16 in one call\)/,
-      -> { Hakari.label(thread: "1") } => /invalid label key :thread \(thread, state and timestamp are hakari's own labels\)/,
+      -> { Hakari.label(thread: "1") } => /invalid label key :thread \(thread, state, timestamp and class are hakari's own labels\)/,
+      -> { Hakari.label(class: "Foo") } => /invalid label key :class \(thread, state, timestamp and class are hakari's own labels\)/,
       -> { Hakari.label("endpoint") } => /invalid labels "endpoint" \(expected a Hash or keywords\)/,
     }.each do |call, message|
       e = assert_raises(ArgumentError) { call.call }

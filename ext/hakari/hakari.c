@@ -501,6 +501,18 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
     return Qtrue;
 }
 
+/* Native.ractor_starting(starting) -> nil, :let_go (retained mode no longer follows objects) or
+ * :hooks_off (Ruby 3.1: object sampling stopped); called by Hakari::RactorHook before a Ractor
+ * starts (true), and at start when Ractors run already (false) */
+static VALUE native_ractor_starting(VALUE mod, VALUE starting)
+{
+    switch (hk_sampler_ractor_starting(RTEST(starting))) {
+    case HK_RACTOR_LET_GO: return ID2SYM(rb_intern("let_go"));
+    case HK_RACTOR_HOOKS_OFF: return ID2SYM(rb_intern("hooks_off"));
+    default: return Qnil;
+    }
+}
+
 /* Native.write_file(path, bytes, drop) -> true: bytes into path whole (a temporary file beside it,
  * then a rename), then the file drop (a String, or nil) removed. All with the GVL held: the
  * thread that writes continuous snapshots would otherwise wait for the GVL after each system call,
@@ -828,6 +840,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_module_function(mNative, "formats", native_formats, 0);
     rb_define_module_function(mNative, "format_for", native_format_for, 1);
     rb_define_module_function(mNative, "read", native_read, 1);
+    rb_define_module_function(mNative, "ractor_starting", native_ractor_starting, 1);
     rb_define_module_function(mNative, "read_file", native_read_file, 1);
     rb_define_module_function(mNative, "diff", native_diff, 4);
     rb_define_module_function(mNative, "diff_html", native_diff_html, 2);

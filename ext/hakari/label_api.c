@@ -47,10 +47,10 @@ static int collect_label(VALUE key, VALUE val, VALUE arg)
     long klen = RSTRING_LEN(k);
     if (klen == 0 || klen > HK_MAX_LABEL_KEY)
         rb_raise(rb_eArgError, "invalid label key %+" PRIsVALUE " (expected 1 to %d bytes)", key, HK_MAX_LABEL_KEY);
-    static const char *const own[] = {"thread", "state", "timestamp"};
+    static const char *const own[] = {"thread", "state", "timestamp", "class"};
     for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++)
         if ((size_t)klen == strlen(own[i]) && memcmp(RSTRING_PTR(k), own[i], (size_t)klen) == 0)
-            rb_raise(rb_eArgError, "invalid label key %+" PRIsVALUE " (thread, state and timestamp are hakari's own labels)", key);
+            rb_raise(rb_eArgError, "invalid label key %+" PRIsVALUE " (thread, state, timestamp and class are hakari's own labels)", key);
     if (a->n >= HK_MAX_LABELS) rb_raise(rb_eArgError, "too many labels (expected at most %d in one call)", HK_MAX_LABELS);
     hk_label_kv *kv = &a->kv[a->n++];
     kv->key = RSTRING_PTR(k);

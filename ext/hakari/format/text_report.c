@@ -6,6 +6,7 @@
 #include "text_report.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,6 +183,27 @@ static int labels_section(hk_buf *out, const hk_profile *p, size_t vi, size_t to
     return 0;
 }
 
+/* Each other value measured in bytes (retained mode's retained_space), as its own total and flat
+ * table, after the report's own: the sizes beside the counts. 0, or -1 when out of memory. */
+static int bytes_sections(hk_buf *out, const hk_profile *p, size_t vi, size_t top_n, row *flat, int64_t *self_sum,
+                          int64_t *cum_sum)
+{
+    for (size_t j = 0; j < p->nvalues; j++) {
+        if (j == vi || strcmp(hk_profile_str(p, p->sample_types[j].unit), "bytes") != 0) continue;
+        if (hk_profile_function_sums(p, j, self_sum, cum_sum) < 0) return -1;
+        for (size_t f = 0; f < p->nfunctions; f++) flat[f] = (row){(uint32_t)f + 1, self_sum[f]};
+        int64_t total = hk_profile_total(p, j);
+        const char *type = hk_profile_str(p, p->sample_types[j].type);
+        hk_buf_printf(out, "\nTotal %s:", type);
+        put_value(out, p, j, total);
+        hk_buf_putc(out, '\n');
+        char title[128];
+        snprintf(title, sizeof(title), "Flat by %s", type);
+        table(out, p, j, title, flat, p->nfunctions, top_n, total);
+    }
+    return 0;
+}
+
 int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
 {
     if (vi >= p->nvalues) return -1;
@@ -216,6 +238,7 @@ int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
     table(out, p, vi, "Flat", flat, nf, top_n, total);
     table(out, p, vi, "Cumulative", cum, nf, top_n, total);
     if (states_section(out, p, vi, top_n, total) < 0 || labels_section(out, p, vi, top_n, total) < 0) goto fail;
+    if (bytes_sections(out, p, vi, top_n, flat, self_sum, cum_sum) < 0) goto fail;
 
     free(flat);
     free(cum);

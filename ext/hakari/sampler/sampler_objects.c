@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include <ruby/debug.h>
+#include <ruby/version.h>
 
 #include "timer.h"
 #include "u64_map.h"
@@ -52,7 +53,8 @@ static struct {
     int poked;            /* the worker was woken since its last step */
     hk_u64_map index_of;  /* class VALUE -> index in S.classes */
     hk_u64_map live;      /* retained mode: a sampled object still alive -> its stack id */
-    uint64_t untracked;   /* retained mode: sampled objects the table had no room for */
+    uint64_t untracked;   /* retained mode: sampled objects the table had no room for, or let go */
+    int let_go;           /* retained mode: a Ractor started, objects are followed no more */
 } O;
 
 /* The table index of an object's class: its real class (not a singleton's, nor an included
@@ -74,14 +76,15 @@ static uint32_t class_index(VALUE obj)
     return (uint32_t)S.nclasses++;
 }
 
-/* Objects until the next sample: the interval on average, drawn from interval ± interval / 8.
+/* Objects until the next sample: the interval on average, drawn from interval ± interval / 4.
  * A fixed count would see the same object of a loop that allocates the interval's multiple
- * each time round, and never the others; a small spread breaks that step while keeping a
- * method's count close to its truth (each sample still weighs the interval, so the counts are
- * unbiased, and exact at interval 1). */
+ * each time round, and never the others; the spread moves the next sample's place in such a
+ * loop by about a seventh of the interval, so that after a few dozen samples it has seen every
+ * place, while a method's count stays within about 0.15 / sqrt(its samples) of its truth (each
+ * sample weighs the interval: counts are unbiased, and exact at interval 1). */
 static long next_countdown(void)
 {
-    long n = S.cfg.interval, spread = n >= 8 ? n / 8 : n > 1;
+    long n = S.cfg.interval, spread = n >= 4 ? n / 4 : n > 1;
     if (spread == 0) return n;
     O.random ^= O.random << 13;
     O.random ^= O.random >> 7;
@@ -145,7 +148,9 @@ static void follow(VALUE obj)
     pthread_mutex_lock(&hk_resolve_lock);
     hk_resolve_rest_locked();
     pthread_mutex_unlock(&hk_resolve_lock);
-    if (S.resolved_stack < 0 || hk_u64_map_put(&O.live, (uint64_t)obj, (uint32_t)S.resolved_stack) < 0) O.untracked++;
+    /* a stack that could not be resolved is counted there (unresolved_count) */
+    if (S.resolved_stack >= 0 && (O.let_go || hk_u64_map_put(&O.live, (uint64_t)obj, (uint32_t)S.resolved_stack) < 0))
+        O.untracked++;
     S.sampling_time += cost_clock() - t0;
 }
 
@@ -194,6 +199,7 @@ int hk_objects_start(char *err, size_t errlen)
     O.allocated = 0;
     O.in_hook = O.poked = 0;
     O.untracked = 0;
+    O.let_go = 0;
     hk_u64_map_clear(&O.live);
     int retained = S.cfg.mode == HK_MODE_RETAINED;
     if (!retained && hk_timer_start_paced(resolve_step, err, errlen) < 0) return -1;
@@ -233,10 +239,40 @@ static int64_t memsize_of(VALUE obj)
 #endif
 }
 
+/* A Ractor other than the main one is starting (starting: 1), or runs already as the profile
+ * starts (0). Retained mode: Ruby runs a FREEOBJ hook only for
+ * the Ractor that enabled it, and a GC another Ractor's thread runs frees the main Ractor's
+ * objects too, so the table could keep addresses of freed objects, whose slots may be reused or
+ * returned: every object followed is let go (counted as dropped), and no more are followed.
+ * Ruby 3.1 crashes in the new Ractor's first allocation while a NEWOBJ hook is on: there the
+ * hooks go off for the rest of the profile (a Ractor that runs already is not affected). */
+int hk_sampler_ractor_starting(int starting)
+{
+    if (!HK_MODE_COUNTS_OBJECTS(S.cfg.mode) || !S.running || O.let_go) return HK_RACTOR_NOTHING;
+    if (!starting && S.cfg.mode != HK_MODE_RETAINED) return HK_RACTOR_NOTHING;
+    O.let_go = 1;
+    if (S.cfg.mode == HK_MODE_RETAINED) {
+        O.untracked += O.live.count;
+        hk_u64_map_clear(&O.live);
+    }
+#if RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR < 2
+    if (!starting) return HK_RACTOR_LET_GO;
+    rb_tracepoint_disable(O.tracepoint);
+    rb_tracepoint_disable(O.free_tracepoint);
+    return HK_RACTOR_HOOKS_OFF;
+#else
+    return S.cfg.mode == HK_MODE_RETAINED ? HK_RACTOR_LET_GO : HK_RACTOR_NOTHING;
+#endif
+}
+
 void hk_objects_retained_tally(void)
 {
-    /* the objects freed by this GC leave the table through the FREEOBJ hook, still enabled */
+    /* the objects freed by this GC leave the table through the FREEOBJ hook, still enabled;
+     * a program that disabled the GC gets it for this one collection (Ruby skips a requested
+     * one while disabled, and every dead object would count as retained) */
+    VALUE disabled = rb_gc_enable();
     rb_gc_start();
+    if (RTEST(disabled)) rb_gc_disable();
     rb_tracepoint_disable(O.free_tracepoint);
     size_t rows = hk_intern_count(&S.stacks);
     if (hk_sampler_grow_rows(rows) < 0 ||
@@ -266,7 +302,12 @@ void hk_objects_compact(void)
     if (!O.live.count) return;
     hk_u64_map moved;
     hk_u64_map_init(&moved);
-    if (hk_u64_map_reserve(&moved, O.live.count) < 0) return; /* the old addresses stay: their objects go uncounted */
+    if (hk_u64_map_reserve(&moved, O.live.count) < 0) {
+        /* out of memory: the old addresses must not stay, their slots will be reused or freed */
+        O.untracked += O.live.count;
+        hk_u64_map_clear(&O.live);
+        return;
+    }
     for (size_t i = 0; i < O.live.cap; i++)
         if (O.live.keys[i]) hk_u64_map_put(&moved, (uint64_t)rb_gc_location((VALUE)O.live.keys[i]), O.live.vals[i]);
     hk_u64_map_free(&O.live);

@@ -95,7 +95,10 @@ static int keep_for_the_worker(VALUE thread)
 void hk_sampler_thread_retire(hk_thread *t)
 {
     size_t i = (size_t)(t - S.threads), last = S.nthreads - 1;
-    if (t->vm_thread) {
+    /* object and retained modes have no ticks and flag no thread: nothing to wait for (their
+     * tick count never moves, so the grace would last to stop, and retained mode would count
+     * the ended threads' objects as alive) */
+    if (t->vm_thread && !HK_MODE_COUNTS_OBJECTS(S.cfg.mode)) {
         if (keep_for_the_worker(t->thread) < 0) return; /* out of memory: it stays, as if alive */
         unflag(t->vm_thread);
     }

@@ -313,7 +313,14 @@ static struct vote {
     const VALUE *pc;
     uint16_t n[VOTE_MAX];
     uint16_t ticks; /* since the slot was taken: a settled instruction is read one tick in 8 */
+    uint16_t unread; /* ticks that found no class to vote for, before the first vote */
 } votes[VOTE_SLOTS];
+
+/* Ticks an instruction serving several classes is tried before, with no class read yet, it is
+ * given its usual one: until then its samples stay with the caller. A long one (Hash#[] on a
+ * long key) is read within a tick or two; a short one (Array#[] by index) rarely ever is. A
+ * loaded machine's slow reads had given the usual class to a tenth of a long one's samples. */
+#define UNREAD_TICKS 8
 
 /* pc's slot, taken over (its votes cleared) when another instruction had it */
 static struct vote *vote_slot(const VALUE *pc)
@@ -389,6 +396,11 @@ uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq)
         uint32_t read = method_of_class(in, klass);
         if (read < in->n && ++v->n[read] == UINT16_MAX)
             for (int k = 0; k < VOTE_MAX; k++) v->n[k] /= 2;
+        if (read < in->n) all++;
+        if (!all && v->unread < UNREAD_TICKS) {
+            v->unread++;
+            return 0;
+        }
     }
     *iseq = (uintptr_t)f.iseq;
     return in->first + favoured(v, in->n) + 1;
