@@ -124,10 +124,11 @@ class LabelsTest < Minitest::Test
     assert_in_delta 200e6, asleep, 30e6, "the sleep is blocked time"
     assert_equal asleep, sleeping_labelled, "all of it under the sleeping thread's label"
     # the spinner's 0.1 s of CPU, and at most the block's wall time (more than its CPU on a busy
-    # machine) and the period before it, which its first sample holds (1 ms at 1000 Hz)
+    # machine) and the time before it that its first sample holds: since the thread's previous
+    # sample, a period (1 ms at 1000 Hz), or a few when a loaded machine delays a tick
     spinner = labelled(profile, :job, "Spinner")
     assert_operator spinner, :>=, 95e6
-    assert_operator spinner, :<=, spun + 2e6 + 1e6
+    assert_operator spinner, :<=, spun + 5e6
   end
 
   def test_a_fiber_switching_inside_a_block_keeps_each_fiber_s_labels
