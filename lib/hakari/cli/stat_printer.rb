@@ -110,11 +110,7 @@ module Hakari
                      "samples, one every #{int(n["interval"])} objects on average (#{int(n["dropped_count"])} dropped)"),
                  row(pct(n["sampling_time_ns"], n["duration_ns"]), "%",
                      "profiler overhead in the hook's samples (#{ms(n["sampling_time_ns"])} ms in #{ms(n["duration_ns"])} ms)")]
-        classes = @p["top_classes"].to_s.split.map { |pair| pair.split("=", 2) }
-        return lines if classes.empty?
-        lines << "" << " Most allocated classes (objects, from the samples):"
-        classes.each { |name, c| lines << format("%14s     %s", int(c.to_i), name) }
-        lines
+        lines + class_lines("allocated")
       end
 
       # retained mode: what was followed and what was still alive at stop, after a full GC
@@ -122,11 +118,16 @@ module Hakari
         lines = [row(int(n["object_count"]), "", "objects seen by the sampler (the main Ractor's threads)"),
                  row(int(n["sampling_count"]), "", "objects followed (one every #{int(n["interval"])})"),
                  row(int(n["retained_count"]), "", "of them alive at stop, after a full GC")]
+        lines + class_lines("retained")
+      end
+
+      # the classes with the most objects in the profile (autorun's top_classes), under a title
+      def class_lines(what)
         classes = @p["top_classes"].to_s.split.map { |pair| pair.split("=", 2) }
-        return lines if classes.empty?
-        lines << "" << " Most retained classes (objects, from the samples):"
-        classes.each { |name, c| lines << format("%14s     %s", int(c.to_i), name) }
-        lines
+        return [] if classes.empty?
+
+        ["", " Most #{what} classes (objects, from the samples):",
+         *classes.map { |name, c| format("%14s     %s", int(c.to_i), name) }]
       end
 
       def trace_lines(n)
