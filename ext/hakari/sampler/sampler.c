@@ -127,9 +127,8 @@ HK_HOT static hk_thread *current_thread(void)
      * mode; else its first sample weighs one nominal period */
     if (!t) {
         /* under M:N its clock began at its first stretch since start (sampler_mn.c) */
-        int64_t from = S.cfg.mode == HK_MODE_WALL     ? hk_states_born(th)
-                       : HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? -1 /* no clock: its samples weigh objects */
-                       : S.mn                         ? 0
+        int64_t from = S.cfg.mode == HK_MODE_WALL ? hk_states_born(th)
+                       : S.mn                     ? 0
                                                   : hk_sampler_native_baseline(hk_gettid(), hk_clock_ns(CLOCK_THREAD_CPUTIME_ID));
         if ((t = hk_sampler_thread_add(th, from))) hk_states_thread(t, 1);
     }
