@@ -562,6 +562,7 @@ void hk_sampler_trigger(clockid_t c, int64_t value, int state, hk_leaf leaf)
 static void on_timer(int fd)
 {
     (void)fd;
+    if (!__atomic_load_n(&S.running, __ATOMIC_ACQUIRE)) return; /* start has not finished, or stop has begun */
     hk_leaf leaf = hk_sampler_leaf_now();
     hk_sampler_trigger(CLOCK_MONOTONIC, hk_clock_ns(CLOCK_MONOTONIC), HK_TICK_RUNNING, leaf);
 }
@@ -588,6 +589,14 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     if (hk_sampler_tables_alloc(cfg) < 0) {
         hk_sampler_tables_free();
         snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    /* Wall mode's worker starts before the session's time does: start waits
+     * for it to run, several ms on a loaded machine, and that wait is hakari's
+     * own, as joining it at stop is. Its ticks are dropped until S.running. */
+    hk_timer_set_idle(hk_resolve_on_worker);
+    if (cfg->mode == HK_MODE_WALL && hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen) < 0) {
+        hk_sampler_tables_free();
         return -1;
     }
     S.synth = hk_synth_start(cfg->synthesize, &S.synth_how);
@@ -619,17 +628,14 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
      * it back makes this thread the running one at least for the start; the
      * stop-time tail (take_tail_sample) keeps what is still missed from being lost. */
     rb_thread_call_without_gvl(nothing, NULL, RUBY_UBF_IO, NULL);
-    S.running = 1;
-    hk_timer_set_idle(hk_resolve_on_worker);
-    int rc;
+    __atomic_store_n(&S.running, 1, __ATOMIC_RELEASE);
+    int rc = 0;
     if (cfg->mode == HK_MODE_CPU) {
         const hk_tick_hooks hooks = {cpu_before_tick, cpu_tick, hk_sampler_gvl_free_fn()};
         rc = hk_cpu_clock_start(S.period_ns, cfg->cpu_clock == HK_CPU_CLOCK_PERF,
                                 hk_thread_cpu_clock(hk_gettid()), &hooks, err, errlen);
         if (rc == 0) hk_sampler_threads_clock();
-    } else if (cfg->mode == HK_MODE_WALL) {
-        rc = hk_timer_start(1000000000L / cfg->frequency, on_timer, err, errlen);
-    } else {
+    } else if (cfg->mode != HK_MODE_WALL) {
         rc = hk_objects_start(err, errlen);
     }
     if (rc < 0) {
