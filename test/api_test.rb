@@ -257,13 +257,6 @@ class ApiTest < Minitest::Test
     assert_in_delta slept, ns, 10_000_000, out
   end
 
-  # the calling thread's CPU time plus its time ready to run but waiting for a core (Linux's
-  # schedstat run delay)
-  def on_cpu_or_ready_ns
-    delay = File.read("/proc/thread-self/schedstat").split[1].to_i
-    Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond) + delay
-  end
-
   # At 1 Hz no tick falls in the session: the calling thread's time is all in the tail, under
   # its stack at stop, the 100 ms it slept as [GVL blocked] (the sleep itself has returned) and
   # the rest as [unsampled]: no more than the thread ran or waited for a core (its CPU and its
@@ -271,9 +264,9 @@ class ApiTest < Minitest::Test
   # process). Other threads alive in this process (earlier tests' or minitest's), waiting all
   # along, get theirs at stop, where they wait: none more than the session lasted.
   def test_stop_records_the_tail_since_the_last_sample
-    ran = -on_cpu_or_ready_ns
+    ran = -Workloads.on_cpu_or_ready_ns
     data = Hakari.start(mode: :wall, frequency: 1) { sleep 0.1 }
-    ran += on_cpu_or_ready_ns
+    ran += Workloads.on_cpu_or_ready_ns
     per_thread = data[:samples].group_by { |s| s[3] }.transform_values { |rows| rows.sum { |r| r[1] } }
     mine_rows = data[:samples].select { |frames, *| frames.any? { |f| f[0].end_with?("#" + __method__.to_s) } }
     mine = mine_rows.first[3]

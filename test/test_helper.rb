@@ -49,6 +49,13 @@ module Workloads
 
   def recurse(depth, &block) = depth.zero? ? block.call : recurse(depth - 1, &block)
 
+  # the calling thread's CPU time plus its time ready to run but waiting for a core (Linux's
+  # schedstat run delay), in ns
+  def on_cpu_or_ready_ns
+    delay = File.read("/proc/thread-self/schedstat").split[1].to_i
+    Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond) + delay
+  end
+
   # how long the block took on the monotonic clock, in ns
   def elapsed_ns
     t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
