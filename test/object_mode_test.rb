@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "test_helper"
+require "objspace"
 require "open3"
 
 # mode: :object — a sample every interval allocated objects (Ruby's NEWOBJ hook), with the
@@ -20,6 +21,8 @@ class ObjectModeTest < Minitest::Test
     def in_block(n) = Array.new(n, 0).each { |i| [i] } # n arrays in the block, 1 for Array.new
     def in_thread(n) = Thread.new { arrays(n) }.join
     def in_fiber(n) = Fiber.new { hashes(n) }.resume
+    LONG = ("x" * 25).freeze
+    def long_strings(n) = (i = 0; (s = LONG * 4; i += 1) while i < n; s) # 100 bytes each
 
     def all
       strings(30_000)
@@ -69,7 +72,35 @@ class ObjectModeTest < Minitest::Test
     total = profile[:samples].sum { |row| row[1] }
     assert_operator total, :<=, c[:object_count]
     assert_operator c[:object_count] - total, :<, 50
-    assert_equal %w[alloc_objects count], Hakari::Native.read(profile.encode(:pprof)).counters[:sample_types].last
+    assert_equal [%w[samples count], %w[alloc_objects count], %w[alloc_space bytes]],
+                 Hakari::Native.read(profile.encode(:pprof)).counters[:sample_types]
+  end
+
+  # A sample's bytes are its object's slot in Ruby's heap, all that is known of its size as it
+  # is made: where the contents fit in the slot (short strings and arrays here) that is what
+  # ObjectSpace.memsize_of counts for the finished object; 3.1's slots are all one size.
+  def test_the_objects_slots_are_their_bytes
+    samples = [String.new("x"), [1, 2], Allocs::LONG * 4]
+    slots = samples.map { |o| RUBY_VERSION < "3.2" ? GC::INTERNAL_CONSTANTS[:RVALUE_SIZE] : ObjectSpace.memsize_of(o) }
+    assert_operator slots[2], :>, slots[0], "a 100-byte string embeds in a larger slot" if RUBY_VERSION >= "3.2"
+    [1, 10].each do |interval|
+      profile = Hakari.start(mode: :object, interval: interval) do
+        Allocs.strings(20_000)
+        Allocs.arrays(20_000)
+        Allocs.long_strings(20_000)
+      end
+      %w[strings arrays long_strings].zip(%w[String Array String], slots) do |name, klass, slot|
+        frame = "ObjectModeTest::Allocs.#{name}"
+        rows = profile[:samples].select { |row| row[0].any? { |f| f[0] == frame } && profile[:label_sets][row.last][:class] == klass }
+        objects = rows.sum { |row| row[1] }
+        assert_operator objects, :>, 0, frame
+        # each sample weighs the interval in objects and the interval times its slot in bytes
+        assert_equal objects * slot, rows.sum { |row| row[4] }, "#{frame} at interval #{interval}"
+        assert_equal 20_000, objects, frame if interval == 1
+      end
+      read = Hakari::Native.read(profile.encode(:pprof)) # the pprof file carries them as alloc_space
+      assert_equal profile[:samples].sum { |row| row[4] }, read.samples.sum { |row| row[4] }
+    end
   end
 
   def test_a_larger_interval_keeps_the_shares_within_two_percent
@@ -173,6 +204,9 @@ class ObjectModeTest < Minitest::Test
       assert st.success?, out
       assert_match(/\(object mode, a sample every 100 objects\):/, out)
       assert_match(/^\s+1\d\d,\d\d\d\s+objects seen by the sampler/, out)
+      # 100 000 two-element arrays, each in a 40-byte slot, and a few other objects
+      slots = out[/^\s+([\d,]+)\s+bytes of heap slots, from the samples/, 1].delete(",").to_i
+      assert_in_delta 4_000_000, slots, 200_000, out
       assert_match(/ Most allocated classes \(objects, from the samples\):\n\s+\d+,\d\d\d\s+Array\n/, out)
     end
   end

@@ -22,6 +22,9 @@ have_func("rb_class_attached_object", "ruby.h")
 # retained mode's bytes (sampler/sampler_objects.c): what ObjectSpace.memsize_of calls, exported by
 # libruby though declared in no public header; without it retained objects have no bytes
 have_func("rb_obj_memsize_of")
+# object mode's bytes: the slot an object takes in Ruby's heap (several sizes from 3.2 on),
+# exported by libruby though declared in no public header; without it every slot is 40 bytes
+have_func("rb_gc_obj_slot_size")
 # GVL states in wall mode (sampler/sampler_states.c): thread event hooks whose data names the
 # thread, and a slot per thread for its record (3.3+)
 have_func("rb_internal_thread_add_event_hook", "ruby/thread.h")

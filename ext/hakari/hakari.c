@@ -301,7 +301,8 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
     int ci = hk_profile_find_value(p, "samples");
     if (ci < 0) ci = hk_profile_find_value(p, "calls");
     int wti = hk_profile_find_value(p, "wait");
-    int bi = hk_profile_find_value(p, "retained_space"); /* retained mode: the objects' bytes */
+    int bi = hk_profile_find_value(p, "retained_space"); /* object modes: the objects' bytes */
+    if (bi < 0) bi = hk_profile_find_value(p, "alloc_space");
     size_t wi = hk_profile_default_value(p);
     VALUE out = rb_ary_new_capa((long)p->nsamples);
     hk_intern_table sets; /* freed below: nothing between raises */
@@ -315,8 +316,8 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
         rb_ary_push(row, LL2NUM(ci >= 0 ? v[ci] : 1));
         rb_ary_push(row, LL2NUM(label_num(p, i, "thread")));
         if (wti >= 0) rb_ary_push(row, LL2NUM(v[wti]));
-        else if (bi >= 0) rb_ary_push(row, LL2NUM(v[bi]));
-        else if (!aggregate) rb_ary_push(row, LL2NUM(label_num(p, i, "timestamp")));
+        if (!aggregate && wti < 0) rb_ary_push(row, LL2NUM(label_num(p, i, "timestamp")));
+        if (bi >= 0) rb_ary_push(row, LL2NUM(v[bi]));
         int64_t set = label_set_index(p, i, &sets, state_key);
         rb_ary_push(row, LL2NUM(set < 0 ? 0 : set));
         rb_ary_push(out, row);

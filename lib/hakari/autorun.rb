@@ -139,7 +139,9 @@ module Hakari
       data.counters.each { |k, v| result[k.to_s] = v }
       gc_deltas(@gc_before, @gc_after).each { |k, v| result[k] = v }
       case data[:mode]
-      when :object, :retained then result["top_classes"] = top_classes(data)
+      when :object, :retained
+        result["top_classes"] = top_classes(data)
+        result["object_bytes"] = data[:samples].sum { |row| row[-2] } # the row's bytes, before its label set
       when :trace then nil
       else states(data).each { |k, v| result[k] = v }
       end

@@ -114,7 +114,13 @@ module Hakari
         return false
       end
       dropped = res["dropped_count"].to_i
-      @err.puts "hakari: note: #{dropped} of #{res["trigger_count"]} samples were dropped" if dropped.positive?
+      if dropped.positive? && %w[object retained].include?(res["mode"])
+        # objects a thread made with no Ruby frame on its stack (Ruby compiling the script, say)
+        @err.puts "hakari: note: #{dropped} objects are in no sample (made with no Ruby frame running, " \
+                  "as while Ruby compiles a script, or their stack could not be read)"
+      elsif dropped.positive?
+        @err.puts "hakari: note: #{dropped} of #{res["trigger_count"]} samples were dropped"
+      end
       true
     end
 

@@ -170,7 +170,7 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     const char *unit = objects ? "count" : "nanoseconds";
     hk_profile_add_sample_type(p, "samples", "count");
     hk_profile_add_sample_type(p, type, unit);
-    if (retained) hk_profile_add_sample_type(p, "retained_space", "bytes");
+    if (objects) hk_profile_add_sample_type(p, retained ? "retained_space" : "alloc_space", "bytes");
     p->default_sample_type = hk_profile_string(p, type);
     p->period_type = (hk_value_type){hk_profile_string(p, type), hk_profile_string(p, unit)};
     p->period = objects ? st->interval : 1000000000LL / st->frequency;
@@ -204,12 +204,13 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
             stack = (uint32_t)i;
             values[0] = (int64_t)s->agg_rows[i].count;
             values[1] = s->agg_rows[i].weight;
-            if (retained) values[2] = i < s->retained_bytes_cap ? s->retained_bytes[i] : 0;
+            values[2] = s->agg_rows[i].bytes;
             st->unique_stacks++;
         } else {
             stack = s->raw[i].stack;
             values[0] = 1;
             values[1] = s->raw[i].weight;
+            values[2] = (int64_t)s->raw[i].bytes * s->raw[i].weight;
             labels[2].num = s->raw[i].time_ns;
             if (!seen[stack]) st->unique_stacks++;
             seen[stack] = 1;

@@ -18,7 +18,7 @@
  *               latest sample's key, position i (from the root) at
  *               key_buf[KEY_HEAD + i], where the next sample finds the ids of
  *               the frames it shares with it (sampler_resolve.c);
- *   agg_rows    by stack id: summed weight and count (count 0: cleared by a
+ *   agg_rows    by stack id: summed weight, count and (object modes) bytes (count 0: cleared by a
  *               snapshot, or its sample lost to a failed allocation);
  *   raw         with aggregate: false, one record per sample instead;
  *   threads     thread VALUE -> hk_thread (previous clock, sequence number);
@@ -102,10 +102,12 @@ typedef struct hk_tick {
 
 typedef struct hk_loc { VALUE frame; int line; } hk_loc;
 
-typedef struct hk_agg_row { int64_t weight; uint64_t count; } hk_agg_row; /* one cache line access per sample */
+/* one cache line access per sample; bytes: object modes' (alloc_space, retained_space) */
+typedef struct hk_agg_row { int64_t weight; uint64_t count; int64_t bytes; } hk_agg_row;
 
 typedef struct hk_raw_sample {
     uint32_t stack; /* its key holds the thread too */
+    uint32_t bytes; /* object mode: the object's slot (times the weight: its alloc_space) */
     int64_t weight, time_ns;
 } hk_raw_sample;
 
@@ -172,7 +174,6 @@ typedef struct hk_sampler {
      * (sampler_objects.c; HK_CLASS_* below the first), written by the hook, read at build */
     VALUE *classes; size_t nclasses, classes_cap;
     int64_t resolved_stack; /* the stack of the sample resolved last (-1: none); retained mode's */
-    int64_t *retained_bytes; size_t retained_bytes_cap; /* retained mode, at stop: by stack id */
     uint64_t resolve_time; /* in cost_clock units */
     hk_sampler_stats cleared; /* the totals at the last snapshot that cleared (zero: none) */
     /* read by the timer's worker at every tick, written only at start and stop
@@ -212,7 +213,7 @@ typedef struct sample_head {
     hk_leaf leaf;    /* the thread's leaf frame at the tick */
     uint32_t labels; /* the label set its fiber was in (sampler_labels.c), 0: none; in object
                         mode with its object's class above it (HK_OBJECT_CONTEXT) */
-    uint32_t unused;
+    uint32_t bytes;  /* object mode: the sampled object's slot in Ruby's heap */
 } sample_head;
 #define HEAD_WORDS (sizeof(sample_head) / sizeof(uint64_t))
 /* in a sample head's state, beside the HK_TICK_* value (the low byte): the sample only tells

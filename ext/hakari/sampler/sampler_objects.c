@@ -42,6 +42,23 @@
 #ifdef HAVE_RB_OBJ_MEMSIZE_OF
 size_t rb_obj_memsize_of(VALUE obj); /* exported by libruby, declared in none of its public headers */
 #endif
+#ifdef HAVE_RB_GC_OBJ_SLOT_SIZE
+size_t rb_gc_obj_slot_size(VALUE obj); /* the same */
+#endif
+
+/* The slot a new object takes in Ruby's heap, in bytes: all that is known of its size in the
+ * NEWOBJ hook, before its contents are written (a long string's buffer, say, comes after). From
+ * 3.2 the heap has slots of several sizes and an object's embedded contents live in its slot;
+ * before, every slot is an RVALUE of five words. Reads the slot's page header: no allocation. */
+static uint32_t slot_bytes(VALUE obj)
+{
+#ifdef HAVE_RB_GC_OBJ_SLOT_SIZE
+    return (uint32_t)rb_gc_obj_slot_size(obj);
+#else
+    (void)obj;
+    return 5 * sizeof(VALUE);
+#endif
+}
 
 static struct {
     VALUE tracepoint;
@@ -106,7 +123,7 @@ static hk_thread *allocating_thread(void)
 
 /* A sample of the object just made: the allocating thread's stack into the ring, weighed by the
  * interval, with the object's class index. */
-static void take_object_sample(uint32_t klass)
+static void take_object_sample(uint32_t klass, uint32_t bytes)
 {
     uint64_t t0 = cost_clock();
     uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room);
@@ -131,7 +148,7 @@ static void take_object_sample(uint32_t klass)
     if (t->own) return; /* hakari's snapshot writer's objects are not the program's */
     sample_head *h = (sample_head *)at;
     *h = (sample_head){.state = HK_TICK_RUNNING, .seq = t->seq, .weight = S.cfg.interval,
-                       .labels = HK_OBJECT_CONTEXT(hk_labels_of(t->thread), klass)};
+                       .labels = HK_OBJECT_CONTEXT(hk_labels_of(t->thread), klass), .bytes = bytes};
     if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
     if (S.cfg.mode == HK_MODE_RETAINED) h->state |= HK_HEAD_STACK_ONLY; /* its weight comes at stop */
     hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
@@ -173,7 +190,7 @@ static void newobj_hook(VALUE tpval, void *data)
     O.in_hook = 1;
     VALUE obj = rb_tracearg_object(rb_tracearg_from_tracepoint(tpval));
     uint64_t sampled = S.sampling_count;
-    take_object_sample(class_index(obj));
+    take_object_sample(class_index(obj), S.cfg.mode == HK_MODE_RETAINED ? 0 : slot_bytes(obj));
     if (S.cfg.mode == HK_MODE_RETAINED) {
         if (S.sampling_count != sampled) follow(obj);
     } else if (!O.poked && hk_ring_used(&S.ring) > S.ring.cap / 4) {
@@ -275,13 +292,11 @@ void hk_objects_retained_tally(void)
     if (RTEST(disabled)) rb_gc_disable();
     rb_tracepoint_disable(O.free_tracepoint);
     size_t rows = hk_intern_count(&S.stacks);
-    if (hk_sampler_grow_rows(rows) < 0 ||
-        hk_array_grow((void **)&S.retained_bytes, &S.retained_bytes_cap, rows, sizeof(int64_t)) < 0) {
+    if (hk_sampler_grow_rows(rows) < 0) {
         S.dropped_count += O.live.count;
         hk_u64_map_clear(&O.live);
         return;
     }
-    memset(S.retained_bytes, 0, rows * sizeof(int64_t));
     /* the rows hold nothing yet (retained samples carry no weight): each object left adds its
      * count, its weight in objects and its bytes; nothing here can run the GC */
     for (size_t i = 0; i < O.live.cap; i++) {
@@ -290,7 +305,7 @@ void hk_objects_retained_tally(void)
         if (stack >= S.agg_cap || stack >= rows) continue;
         S.agg_rows[stack].count++;
         S.agg_rows[stack].weight += S.cfg.interval;
-        S.retained_bytes[stack] += memsize_of((VALUE)O.live.keys[i]) * S.cfg.interval;
+        S.agg_rows[stack].bytes += memsize_of((VALUE)O.live.keys[i]) * S.cfg.interval;
         S.sample_count++;
     }
     S.dropped_count += O.untracked;
@@ -324,6 +339,5 @@ void hk_objects_mark(void)
 
 size_t hk_objects_memsize(void)
 {
-    return hk_u64_map_memsize(&O.index_of) + hk_u64_map_memsize(&O.live) + S.classes_cap * sizeof(VALUE) +
-           S.retained_bytes_cap * sizeof(int64_t);
+    return hk_u64_map_memsize(&O.index_of) + hk_u64_map_memsize(&O.live) + S.classes_cap * sizeof(VALUE);
 }

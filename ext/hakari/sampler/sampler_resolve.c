@@ -44,16 +44,17 @@ int hk_sampler_grow_rows(size_t need)
 
 /* A stack id is its aggregation row: the thread is part of the stack's key
  * (intern_current_stack), so a sample adds to one row it reaches by index. */
-HK_HOT static int record(uint32_t stack, int64_t weight, int64_t time_ns)
+HK_HOT static int record(uint32_t stack, int64_t weight, int64_t time_ns, uint32_t bytes)
 {
     if (!S.cfg.aggregate) {
         if (hk_array_grow((void **)&S.raw, &S.raw_cap, S.nraw + 1, sizeof(*S.raw)) < 0) return -1;
-        S.raw[S.nraw++] = (hk_raw_sample){stack, weight, time_ns};
+        S.raw[S.nraw++] = (hk_raw_sample){stack, bytes, weight, time_ns};
         return 0;
     }
     if (stack >= S.agg_cap && hk_sampler_grow_rows((size_t)stack + 1) < 0) return -1;
     S.agg_rows[stack].weight += weight;
     S.agg_rows[stack].count++;
+    S.agg_rows[stack].bytes += (int64_t)bytes * weight;
     return 0;
 }
 
@@ -224,7 +225,7 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
     /* not for a stale tick, whose sample goes to an earlier stack; a tick that found the thread
      * off its CPU (a busy machine preempted it) in a specialized instruction was still in it */
     if (h->leaf.synth && stale_to < 0) stack = synthesized(stack, n, skip, h, cap);
-    if (stack < 0 || record((uint32_t)stack, h->weight, h->time_ns) < 0) goto drop;
+    if (stack < 0 || record((uint32_t)stack, h->weight, h->time_ns, h->bytes) < 0) goto drop;
     S.sample_count++;
     return;
 drop:
@@ -291,7 +292,7 @@ static void resolve_again(const sample_head *h, const uint64_t *pair)
                         : !*tick_stack ? (state == HK_STATE_RUNNING ? -1 : leaf_alone(seq, 0, HK_FRAME_STATE(state)))
                         : state == HK_STATE_RUNNING ? (int64_t)*tick_stack - 1
                                                     : state_stack(seq, *tick_stack - 1, state);
-        if (stack < 0 || record((uint32_t)stack, (int64_t)pair[2 * k + 1], h->time_ns) < 0) {
+        if (stack < 0 || record((uint32_t)stack, (int64_t)pair[2 * k + 1], h->time_ns, 0) < 0) {
             S.unresolved_count++;
             continue;
         }
@@ -309,7 +310,7 @@ static void resolve_tail(const sample_head *h)
     int64_t stack = !tick_stack   ? -1
                     : *tick_stack ? leaf_on(*tick_stack - 1, HK_FRAME_UNSAMPLED)
                                   : leaf_alone(h->seq, h->labels, HK_FRAME_UNSAMPLED);
-    if (stack < 0 || record((uint32_t)stack, h->weight, h->time_ns) < 0) {
+    if (stack < 0 || record((uint32_t)stack, h->weight, h->time_ns, 0) < 0) {
         S.unresolved_count++;
         return;
     }
@@ -424,7 +425,7 @@ void hk_sampler_take_tail_sample(int64_t running, const int64_t parts[HK_NSTATES
         if (weight <= 0) continue;
         if (!(key[m] = frame_location(s == HK_STATE_RUNNING ? HK_FRAME_UNSAMPLED : HK_FRAME_STATE(s), 0))) return;
         int64_t stack = hk_intern_seq(&S.stacks, key, (uint32_t)m + 1);
-        if (stack >= 0 && record((uint32_t)stack, weight, hk_clock_ns(CLOCK_REALTIME)) == 0) S.sample_count++;
+        if (stack >= 0 && record((uint32_t)stack, weight, hk_clock_ns(CLOCK_REALTIME), 0) == 0) S.sample_count++;
     }
 }
 

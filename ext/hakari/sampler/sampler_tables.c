@@ -27,7 +27,6 @@ void hk_sampler_tables_free(void)
     free(S.tick_stacks);
     free(S.state_stacks);
     free(S.classes);
-    free(S.retained_bytes);
     hk_ring_free(&S.ring);
     memset(&S, 0, sizeof(S));
 }
@@ -85,8 +84,6 @@ void hk_sampler_tables_keep(void)
     if (S.state_stacks) memset(S.state_stacks, 0, S.state_stacks_cap * sizeof(*S.state_stacks));
     S.classes = old.classes; /* none in use: nclasses is 0 */
     S.classes_cap = old.classes_cap;
-    S.retained_bytes = old.retained_bytes; /* written whole at the next tally */
-    S.retained_bytes_cap = old.retained_bytes_cap;
 }
 
 #define RING_WORDS 16384

@@ -108,6 +108,7 @@ module Hakari
         lines = [row(int(n["object_count"]), "", "objects seen by the sampler (the main Ractor's threads)"),
                  row(int(n["sample_count"]), "",
                      "samples, one every #{int(n["interval"])} objects on average (#{int(n["dropped_count"])} dropped)"),
+                 row(int(n["object_bytes"]), "", "bytes of heap slots, from the samples (a string's or array's own buffer not counted)"),
                  row(pct(n["sampling_time_ns"], n["duration_ns"]), "%",
                      "profiler overhead in the hook's samples (#{ms(n["sampling_time_ns"])} ms in #{ms(n["duration_ns"])} ms)")]
         lines + class_lines("allocated")
@@ -117,7 +118,8 @@ module Hakari
       def retained_lines(n)
         lines = [row(int(n["object_count"]), "", "objects seen by the sampler (the main Ractor's threads)"),
                  row(int(n["sampling_count"]), "", "objects followed (one every #{int(n["interval"])})"),
-                 row(int(n["retained_count"]), "", "of them alive at stop, after a full GC")]
+                 row(int(n["retained_count"]), "", "of them alive at stop, after a full GC"),
+                 row(int(n["object_bytes"]), "", "bytes they hold (ObjectSpace.memsize_of)")]
         lines + class_lines("retained")
       end
 
