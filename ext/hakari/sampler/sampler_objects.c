@@ -122,7 +122,8 @@ static hk_thread *allocating_thread(void)
 }
 
 /* A sample of the object just made: the allocating thread's stack into the ring, weighed by the
- * interval, with the object's class index. */
+ * interval, with the object's class index and its slot's bytes (0 in retained mode, which
+ * measures the objects left at stop instead). */
 static void take_object_sample(uint32_t klass, uint32_t bytes)
 {
     uint64_t t0 = cost_clock();
