@@ -7,7 +7,8 @@
 # main thread and on two others), profiled in object mode at interval 1 and at the default
 # interval. Each (method, class) count is compared with the truth: exact at interval 1, within
 # 2 % at the default. stackprof's object mode at the same intervals beside it (by method; it
-# records no class).
+# records no class). The bytes (each object's heap slot) against the slot ObjectSpace.dump reports
+# for an object of each kind (3.2+; on 3.1 every slot is GC::INTERNAL_CONSTANTS[:RVALUE_SIZE]).
 #
 # Part 2, overhead: kramdown on a 200-section document (it allocates about a million objects a
 # second), unprofiled and under each setup once per round in a shuffled order, in one process:
@@ -50,12 +51,18 @@ WORK = -> { Allocs.strings(300_000); Allocs.arrays(200_000); Allocs.hashes(100_0
 TRUTH = { %w[Allocs.strings String] => 300_000, %w[Allocs.arrays Array] => 250_000, %w[Allocs.hashes Hash] => 100_000,
           %w[Allocs.plain Object] => 50_000 }.freeze
 
-# (method, class) => objects, from a hakari profile: samples whose stack holds the method
+# (method, class) => [objects, bytes], from a hakari profile: samples whose stack holds the method
 def hakari_counts(profile)
   sets = profile[:label_sets]
   TRUTH.keys.to_h do |(method, klass)|
-    [[method, klass], profile[:samples].sum { |row| row[0].any? { _1[0] == method } && sets[row.last][:class] == klass ? row[1] : 0 }]
+    rows = profile[:samples].select { |row| row[0].any? { _1[0] == method } && sets[row.last][:class] == klass }
+    [[method, klass], [rows.sum { _1[1] }, rows.sum { _1[4] }]]
   end
+end
+
+# class => the heap slot of an object like those the methods make, as Ruby reports it
+SLOT = { "String" => String.new("x"), "Array" => [1, 1], "Hash" => { a: 1 }, "Object" => Object.new }.transform_values do |o|
+  RUBY_VERSION < "3.2" ? GC::INTERNAL_CONSTANTS[:RVALUE_SIZE] : Integer(ObjectSpace.dump(o)[/"slot_size":(\d+)/, 1])
 end
 
 # method => objects from stackprof's raw stacks (no class: all the method's objects)
@@ -85,8 +92,11 @@ def part1
     sp = StackProf.run(mode: :object, interval: interval, raw: true) { WORK.call }
     sp_got = stackprof_counts(sp, interval)
     puts format("  interval %-4d hakari: %s; dropped %d", interval,
-                TRUTH.map { |(m, k), t| "#{m} #{k} #{got[[m, k]]} (#{error(got[[m, k]], t)})" }.join(", "),
+                TRUTH.map { |(m, k), t| "#{m} #{k} #{got[[m, k]][0]} (#{error(got[[m, k]][0], t)})" }.join(", "),
                 profile.counters[:dropped_count])
+    puts format("  %-13s bytes:  %s", "", TRUTH.map { |(m, k), t|
+      "#{m} #{got[[m, k]][1]} (#{error(got[[m, k]][1], t * SLOT[k])}, #{SLOT[k]} a slot)"
+    }.join(", "))
     puts format("  %-13s stackprof: %s", "", TRUTH.map { |(m, _), t| "#{m} #{sp_got[m]} (#{error(sp_got[m], t)})" }.join(", "))
   end
 end
