@@ -120,8 +120,7 @@ HK_HOT static hk_thread *current_thread(void)
     if (vm_thread && S.last_thread < S.nthreads && S.threads[S.last_thread].vm_thread == vm_thread)
         return &S.threads[S.last_thread];
     VALUE th = rb_thread_current();
-    hk_thread *t = S.last_thread < S.nthreads && S.threads[S.last_thread].thread == th ? &S.threads[S.last_thread]
-                                                                                      : hk_sampler_thread_find(th);
+    hk_thread *t = hk_sampler_thread_of(th);
     /* a thread first seen by a job on it, before RUBY_EVENT_THREAD_BEGIN: its time began at its
      * start in wall mode when that is known, where its native thread was last accounted in cpu
      * mode; else its first sample weighs one nominal period */

@@ -286,6 +286,12 @@ void hk_sampler_take_tail_sample(int64_t running, const int64_t parts[HK_NSTATES
 
 /* the thread's record, or NULL if it has none yet */
 hk_thread *hk_sampler_thread_find(VALUE th);
+/* the same, the previous sample's thread looked at first (S.last_thread): most samples are its */
+static inline hk_thread *hk_sampler_thread_of(VALUE th)
+{
+    if (S.last_thread < S.nthreads && S.threads[S.last_thread].thread == th) return &S.threads[S.last_thread];
+    return hk_sampler_thread_find(th);
+}
 /* a new record with prev_clock as its baseline (-1: unknown); NULL when out of memory */
 hk_thread *hk_sampler_thread_add(VALUE th, int64_t prev_clock);
 /* the thread's VM struct is known (t->vm_thread): the worker may flag it (sampler.c flag_threads) */

@@ -113,8 +113,7 @@ static long next_countdown(void)
 static hk_thread *allocating_thread(void)
 {
     VALUE th = rb_thread_current();
-    hk_thread *t = S.last_thread < S.nthreads && S.threads[S.last_thread].thread == th ? &S.threads[S.last_thread]
-                                                                                      : hk_sampler_thread_find(th);
+    hk_thread *t = hk_sampler_thread_of(th);
     if (!t && !(t = hk_sampler_thread_add(th, -1))) return NULL; /* no clock: its samples weigh objects */
     if (!t->seq) t->seq = ++S.nseq;
     S.last_thread = (size_t)(t - S.threads);
