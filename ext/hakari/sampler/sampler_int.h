@@ -70,7 +70,7 @@ typedef struct hk_thread {
     uint8_t again;         /* this tick: waiting where its latest sample found it (sampler.c) */
     uint8_t own;           /* hakari's own (the snapshot thread): never sampled (hk_sampler_own_thread) */
     /* wall mode, while another thread runs: its stack at its latest sample,
-     * taken by another thread's job (sampler.c sample_waiting_threads) */
+     * taken by another thread's job (sampler_waits.c hk_sampler_sample_waiting_threads) */
     hk_stack_spot spot;
     /* its time in other states than running, not yet given to a sample (sampler_states.c) */
     int64_t gc_mark, gc_sweep; /* on the profile's clock, added by the GC's events */
@@ -221,7 +221,7 @@ typedef struct sample_head {
 #define HK_HEAD_STACK_ONLY 0x100
 #define HK_HEAD_TICK(h) ((h)->state & 0xff)
 /* A record of samples with no capture, of threads whose stacks have not
- * changed since their previous samples (sampler.c sample_waiting_threads): its
+ * changed since their previous samples (sampler_waits.c): its
  * head's seq is their number, n; n pairs of words follow, a thread's sequence
  * number and its weight, which adds to that thread's previous stack. */
 #define HK_SAMPLE_AGAIN 16
@@ -251,6 +251,34 @@ static inline clockid_t hk_sampler_mode_clock(void)
 {
     return S.cfg.mode == HK_MODE_CPU ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
 }
+
+/* The thread's weight up to `now` on its clock: since its previous sample
+ * (one nominal period when that is unknown), its next one starting at now;
+ * 0 when now is behind it (a sample weighed further already). */
+static inline int64_t hk_sampler_weight_until(hk_thread *t, int64_t now)
+{
+    int64_t weight = t->prev_clock < 0 ? S.period_ns : now - t->prev_clock;
+    if (weight < 0) return 0;
+    t->prev_clock = now;
+    return weight;
+}
+
+/* ---- sampler_waits.c (all with the GVL) ---------------------------------------- */
+
+/* The parts of a sample just committed (from hk_states_take), other than running, as a record
+ * of pairs after it: under its stack, each with its state's leaf. */
+void hk_sampler_take_parts(const hk_thread *t, const int64_t parts[HK_NSTATES]);
+/* Wall mode: a sample of each thread waiting while cur runs, weighed up to `now` (the tick),
+ * at the stack it waits in. */
+void hk_sampler_sample_waiting_threads(const hk_thread *cur, int64_t now);
+/* A thread's time since its latest sample, at its end (own: the thread itself) or at stop (a
+ * waiting thread), now on its clock: running as an [unsampled] tail, the other states' parts
+ * after it. */
+void hk_sampler_take_thread_tail(hk_thread *t, int64_t now, int own);
+/* cpu mode: the teardowns of ended threads since the last call, as their tails. */
+void hk_sampler_take_exits(void);
+/* At stop: every thread's tail but cur's. */
+void hk_sampler_take_other_tails(const hk_thread *cur);
 
 /* ---- sampler_resolve.c ------------------------------------------------------ */
 
