@@ -53,7 +53,7 @@ module Hakari
       raise "hakari is already running (call Hakari.stop first)" if running?
 
       if mode == :trace || mode == "trace"
-        raise ArgumentError, "synthesize: applies to mode: :cpu and :wall (tracing sees every call)" unless synthesize.nil?
+        raise ArgumentError, "synthesize: applies to the sampling modes (tracing sees every call)" unless synthesize.nil?
         raise ArgumentError, "frequency: and interval: apply to sampling modes (tracing sees every call)" if frequency || interval
         raise ArgumentError, "fork: :inherit applies to mode: :cpu and :wall" if fork == :inherit
         raise ArgumentError, "every: applies to mode: :cpu and :wall (a trace is built once, at stop)" if snapshots
@@ -162,13 +162,12 @@ module Hakari
     # Native.start's arguments: each mode's default for what it takes; what it does not take is
     # passed on as given, for the engine to refuse by name
     def sampler_settings(mode, frequency, interval, aggregate, max_depth, synthesize)
+      synthesize = true if synthesize.nil?
       if %w[object retained].include?(mode.to_s)
-        raise ArgumentError, "synthesize: applies to mode: :cpu and :wall" unless synthesize.nil?
-
         default = mode.to_s == "retained" ? DEFAULT_RETAINED_INTERVAL : DEFAULT_INTERVAL
-        [mode, frequency, aggregate, max_depth, false, interval || default]
+        [mode, frequency, aggregate, max_depth, synthesize, interval || default]
       else
-        [mode, frequency || DEFAULT_FREQUENCY, aggregate, max_depth, synthesize.nil? ? true : synthesize, interval]
+        [mode, frequency || DEFAULT_FREQUENCY, aggregate, max_depth, synthesize, interval]
       end
     end
 

@@ -22,6 +22,7 @@ class ObjectModeTest < Minitest::Test
     def in_thread(n) = Thread.new { arrays(n) }.join
     def in_fiber(n) = Fiber.new { hashes(n) }.resume
     LONG = ("x" * 25).freeze
+    def plus(n) = (i = 0; (s = LONG + LONG; i += 1) while i < n; s) # String#+ runs as opt_plus: no frame
     def long_strings(n) = (i = 0; (s = LONG * 4; i += 1) while i < n; s) # 100 bytes each
 
     def all
@@ -101,6 +102,31 @@ class ObjectModeTest < Minitest::Test
       read = Hakari::Native.read(profile.encode(:pprof)) # the pprof file carries them as alloc_space
       assert_equal profile[:samples].sum { |row| row[4] }, read.samples.sum { |row| row[4] }
     end
+  end
+
+  # String#+ runs inside its caller's frame (the VM's opt_plus): on 3.3 and 3.4 its strings are
+  # under a synthesized String#+ frame, as in the time modes, in object and retained modes alike.
+  # 3.1 reads no class for it, in any mode, and YJIT keeps no current instruction: there the
+  # strings stay with the method that ran it.
+  def test_objects_made_by_a_specialized_instruction_are_under_its_method
+    yjit = defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled?
+    synthesized = !yjit && RUBY_VERSION >= "3.3"
+    Allocs.plus(10) # warm: the call site's caches
+    kept = nil
+    %i[object retained].each do |mode|
+      profile = Hakari.start(mode: mode, interval: 1) { kept = Allocs.plus(2_000) }
+      yjit ? assert_match(/\Aoff under YJIT/, profile.counters[:synthesized], mode) : assert_equal("on", profile.counters[:synthesized], mode)
+      made = mode == :object ? 2_000 : 1 # retained: only the string kept
+      strings = profile[:samples].select { |row| row[0].any? { |f| f[0] == "ObjectModeTest::Allocs.plus" } && profile[:label_sets][row.last][:class] == "String" }
+      assert_equal made, strings.sum { |row| row[1] }, mode
+      plus = strings.select { |row| row[0][0][0] == "String#+" }
+      assert_equal synthesized ? made : 0, plus.sum { |row| row[1] }, "#{mode}: #{strings.map { |r| [r[0].first(2).map(&:first), r[1]] }}"
+      assert(plus.all? { |row| row[0][1][0] == "ObjectModeTest::Allocs.plus" }, "String#+ sits on the method that ran it")
+    end
+    profile = Hakari.start(mode: :object, interval: 1, synthesize: false) { kept = Allocs.plus(100) }
+    assert_equal "off (synthesize: false)", profile.counters[:synthesized]
+    assert_equal 0, profile[:samples].sum { |row| row[0][0][0] == "String#+" ? row[1] : 0 }
+    refute_nil kept
   end
 
   def test_a_larger_interval_keeps_the_shares_within_two_percent
@@ -183,8 +209,8 @@ class ObjectModeTest < Minitest::Test
     assert_match(/frequency: applies to mode: :cpu and :wall/, e.message)
     e = assert_raises(ArgumentError) { Hakari.start(mode: :cpu, interval: 10) }
     assert_match(/interval: applies to mode: :object/, e.message)
-    e = assert_raises(ArgumentError) { Hakari.start(mode: :object, synthesize: true) }
-    assert_match(/synthesize: applies to mode: :cpu and :wall/, e.message)
+    e = assert_raises(ArgumentError) { Hakari.start(mode: :object, synthesize: 1) }
+    assert_equal "invalid synthesize: 1 (expected true or false)", e.message
     refute Hakari.running?
   end
 

@@ -149,6 +149,15 @@ static void take_object_sample(uint32_t klass, uint32_t bytes)
     sample_head *h = (sample_head *)at;
     *h = (sample_head){.state = HK_TICK_RUNNING, .seq = t->seq, .weight = S.cfg.interval,
                        .labels = HK_OBJECT_CONTEXT(hk_labels_of(t->thread), klass), .bytes = bytes};
+    if (S.synth) {
+        /* Made inside a specialized instruction's method (String#+ as opt_plus, which pushes
+         * no frame): the leaf Ruby frame is running it, and the sample gets that method's
+         * frame, as in the time modes. Read here, directly: the frame is this thread's own. */
+        const void *slot = hk_stack_walk_leaf_slot();
+        h->leaf.slot = slot;
+        h->leaf.cfp = slot ? *(const uintptr_t *)slot : 0;
+        h->leaf.synth = hk_synth_read_here(h->leaf.cfp, &h->leaf.iseq);
+    }
     if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
     if (S.cfg.mode == HK_MODE_RETAINED) h->state |= HK_HEAD_STACK_ONLY; /* its weight comes at stop */
     hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);

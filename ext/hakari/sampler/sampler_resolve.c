@@ -220,12 +220,13 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
     } else if (skip) {
         S.moved_count++;
     }
-    S.resolved_stack = stack;
-    if (h->state & HK_HEAD_STACK_ONLY) return; /* its time is in the state parts that follow */
     /* not for a stale tick, whose sample goes to an earlier stack; a tick that found the thread
      * off its CPU (a busy machine preempted it) in a specialized instruction was still in it */
     if (h->leaf.synth && stale_to < 0) stack = synthesized(stack, n, skip, h, cap);
-    if (stack < 0 || record((uint32_t)stack, h->weight, h->time_ns, h->bytes) < 0) goto drop;
+    if (stack < 0) goto drop;
+    S.resolved_stack = stack; /* retained mode's followed object's stack */
+    if (h->state & HK_HEAD_STACK_ONLY) return; /* its time is in the state parts that follow */
+    if (record((uint32_t)stack, h->weight, h->time_ns, h->bytes) < 0) goto drop;
     S.sample_count++;
     return;
 drop:

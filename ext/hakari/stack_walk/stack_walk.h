@@ -147,6 +147,9 @@ int hk_synth_yjit_now(void);
  * for, and that frame's iseq in *iseq; 0 when it runs none (or it cannot be
  * told, or the profile does not synthesize). */
 uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq);
+/* ctx: the thread running the frame at cfp, with the GVL (object mode's NEWOBJ hook, inside the
+ * instruction that allocates): the same, read directly, as nothing can move or be freed meanwhile. */
+uint32_t hk_synth_read_here(uintptr_t cfp, uintptr_t *iseq);
 /* ctx: any. The method entry of number id (pinned for the process's life), or 0. */
 VALUE hk_synth_frame(uint32_t id);
 /* ctx: GC mark phase. */

@@ -267,9 +267,19 @@ int hk_synth_yjit_now(void) { return yjit_at_start || (yjit_flag && *yjit_flag);
 
 void hk_synth_stop(void) { profile_on = 0; }
 
+/* Words at `at` into `to`: by the fault-free system call (another thread's frames, which may
+ * move or be freed meanwhile), or, `here`, read directly (the calling thread's own live frames
+ * and objects, in object mode's hook). 1 when read. */
+static int read_words(int here, const void *at, void *to, size_t n)
+{
+    if (!here) return hk_stack_walk_read_words(at, to, n);
+    memcpy(to, at, n);
+    return 1;
+}
+
 /* the class of a receiver read off the VM stack: an immediate's by its tag,
  * else the klass word of its RBasic; 0 when it cannot be read */
-static VALUE class_of(VALUE v)
+static VALUE class_of(VALUE v, int here)
 {
     if (RB_FIXNUM_P(v)) return rb_cInteger;
     if (RB_FLONUM_P(v)) return rb_cFloat;
@@ -279,7 +289,7 @@ static VALUE class_of(VALUE v)
     if (v == Qfalse) return rb_cFalseClass;
     if (SPECIAL_CONST_P(v)) return 0;
     VALUE klass;
-    return hk_stack_walk_read_words((const VALUE *)v + 1, &klass, sizeof(klass)) ? klass : 0;
+    return read_words(here, (const VALUE *)v + 1, &klass, sizeof(klass)) ? klass : 0;
 }
 
 /* The class in the receiver's slot of the instruction that ends at f->pc, in
@@ -289,9 +299,11 @@ static VALUE class_of(VALUE v)
  * reads find that instruction at that depth. One call still copies its pieces
  * some hundreds of ns apart: a short instruction run again and again may have
  * been left and re-entered in between, so a reading is a vote, not a verdict. */
-static VALUE receiver_class(uintptr_t cfp, const vm_frame *f, int recv_at)
+static VALUE receiver_class(uintptr_t cfp, const vm_frame *f, int recv_at, int here)
 {
     VALUE slot;
+    if (here) /* the thread itself, inside the instruction: nothing moves while it reads */
+        return read_words(1, (const void *)(f->sp - recv_at), &slot, sizeof(slot)) ? class_of(slot, 1) : 0;
     vm_frame a, b;
     struct iovec local[3] = {{&a, 2 * sizeof(VALUE)}, {&slot, sizeof(slot)}, {&b, 2 * sizeof(VALUE)}};
     struct iovec remote[3] = {
@@ -300,7 +312,7 @@ static VALUE receiver_class(uintptr_t cfp, const vm_frame *f, int recv_at)
     /* the same depth as f: between an instruction's last step and the next one's first, the
      * pc still names it while sp has moved past its operands */
     if (a.pc != f->pc || b.pc != f->pc || a.sp != f->sp || b.sp != f->sp) return 0;
-    return class_of(slot);
+    return class_of(slot, 0);
 }
 
 /* Per instruction (by pc), how often each of its methods' classes was read in
@@ -365,13 +377,13 @@ static uint32_t method_of_class(const synth_insn *in, VALUE klass)
     return read;
 }
 
-uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq)
+static uint32_t synth_read(uintptr_t cfp, uintptr_t *iseq, int here)
 {
     if (!profile_on || !cfp || hk_synth_yjit_now()) return 0;
     vm_frame f; /* pc, sp, iseq: the first three fields in every layout */
-    if (!hk_stack_walk_read_words((const void *)cfp, &f, 3 * sizeof(VALUE)) || !f.pc || !f.iseq) return 0;
+    if (!read_words(here, (const void *)cfp, &f, 3 * sizeof(VALUE)) || !f.pc || !f.iseq) return 0;
     VALUE before[3]; /* the words before pc: a running instruction's, which are at most three */
-    if (!hk_stack_walk_read_words(f.pc - 3, before, sizeof(before))) return 0;
+    if (!read_words(here, f.pc - 3, before, sizeof(before))) return 0;
     /* An operand is an object, a number or a pointer to the heap, never the
      * address of an instruction's code: the word matched is the opcode of the
      * instruction that ends at pc. */
@@ -390,8 +402,8 @@ uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq)
         for (int k = 0; k < VOTE_MAX; k++) all += v->n[k];
         VALUE klass = 0;
         for (int tries = all ? 2 : 8; tries > 0 && !klass; tries--) {
-            klass = receiver_class(cfp, &f, in->recv_at);
-            if (!all && klass && receiver_class(cfp, &f, in->recv_at) != klass) klass = 0;
+            klass = receiver_class(cfp, &f, in->recv_at, here);
+            if (!all && klass && receiver_class(cfp, &f, in->recv_at, here) != klass) klass = 0;
         }
         uint32_t read = method_of_class(in, klass);
         if (read < in->n && ++v->n[read] == UINT16_MAX)
@@ -405,6 +417,9 @@ uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq)
     *iseq = (uintptr_t)f.iseq;
     return in->first + favoured(v, in->n) + 1;
 }
+
+uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq) { return synth_read(cfp, iseq, 0); }
+uint32_t hk_synth_read_here(uintptr_t cfp, uintptr_t *iseq) { return synth_read(cfp, iseq, 1); }
 
 VALUE hk_synth_frame(uint32_t id) { return id && id <= nmethods ? synth_methods[id - 1].me : 0; }
 
@@ -428,6 +443,7 @@ uint32_t hk_synth_read(uintptr_t cfp, uintptr_t *iseq)
     (void)iseq;
     return 0;
 }
+uint32_t hk_synth_read_here(uintptr_t cfp, uintptr_t *iseq) { return hk_synth_read(cfp, iseq); }
 VALUE hk_synth_frame(uint32_t id)
 {
     (void)id;

@@ -29,7 +29,7 @@ module Hakari
           --format FORMAT       pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope
                                 (default: from the -o extension)
           -v, --verbose         print sampling statistics to stderr
-          --no-synthesize       cpu and wall: no frames for methods the VM runs without one
+          --no-synthesize       sampling modes: no frames for methods the VM runs without one
                                 (Integer#+, String#=~, Hash#[] ...; on by default, off under YJIT)
           --fork MODE           stop (default): a forked child runs unprofiled; inherit (cpu, wall):
                                 each forked child profiles into its own file, the output's name with

@@ -28,8 +28,8 @@ module Hakari
         if o.measure && o.mode != :trace
           raise UsageError, "--measure applies to -m trace (mode is #{o.mode})"
         end
-        if o.no_synthesize && %i[trace object retained].include?(o.mode)
-          raise UsageError, "--no-synthesize applies to -m cpu and -m wall (mode is #{o.mode})"
+        if o.no_synthesize && o.mode == :trace
+          raise UsageError, "--no-synthesize applies to the sampling modes (tracing sees every call)"
         end
         check_rate(o)
         if o.fork == :inherit && o.mode == :trace
