@@ -382,8 +382,18 @@ static uint32_t synth_read(uintptr_t cfp, uintptr_t *iseq, int here)
     if (!profile_on || !cfp || hk_synth_yjit_now()) return 0;
     vm_frame f; /* pc, sp, iseq: the first three fields in every layout */
     if (!read_words(here, (const void *)cfp, &f, 3 * sizeof(VALUE)) || !f.pc || !f.iseq) return 0;
-    VALUE before[3]; /* the words before pc: a running instruction's, which are at most three */
-    if (!read_words(here, f.pc - 3, before, sizeof(before))) return 0;
+    VALUE before[3] = {0, 0, 0}; /* the words before pc: a running instruction's, which are at most three */
+    if (here) {
+        /* read directly, only words of the frame's own code: the first instruction's pc is one
+         * to three words past the code's start (the system call reads past it harmlessly) */
+        const vm_body_head *body = ((const vm_iseq *)f.iseq)->body;
+        if (!body || f.pc <= body->iseq_encoded) return 0;
+        size_t in_code = (size_t)(f.pc - body->iseq_encoded);
+        size_t n = in_code < 3 ? in_code : 3;
+        memcpy(before + 3 - n, f.pc - n, n * sizeof(VALUE));
+    } else if (!read_words(0, f.pc - 3, before, sizeof(before))) {
+        return 0;
+    }
     /* An operand is an object, a number or a pointer to the heap, never the
      * address of an instruction's code: the word matched is the opcode of the
      * instruction that ends at pc. */
