@@ -31,22 +31,37 @@ class RackTest < Minitest::Test
     Net::HTTP.start("127.0.0.1", port, open_timeout: 5, read_timeout: 30) { |h| h.get(path, headers) }
   end
 
+  # puma 8.0.2 on this Ruby 3.4 lane sometimes never ends a worker on TERM: its server thread
+  # waits in IO#close for the thread watching the parent's pipe, which is never woken. Seen in
+  # about 1 in 14 shutdowns of a puma running a bare Rack app without hakari loaded (the same
+  # fixture, `run ->(env) { ... }`). A worker that hangs so writes no profile; the scenario then
+  # runs once more, and a second hang fails the test.
+  def puma_hung?(status) = status&.termsig == Signal.list["KILL"]
+
   def test_each_worker_profiles_into_its_own_file_split_by_endpoint
     Dir.mktmpdir do |dir|
       @dir = dir
       out = File.join(dir, "out.pb.gz")
       worker_pids = []
       cpu = Hash.new(0) # by endpoint: the CPU the app measured inside the labelled span
-      with_puma("HAKARI_TEST_OUTPUT" => out) do |port|
-        # interleaved, a new connection each time, so both workers serve every endpoint
-        120.times do |i|
-          %W[/users/#{1000 + i} /orders /health].zip(COSTS_MS.keys).each do |path, endpoint|
-            res = get(port, path)
-            assert_equal "200", res.code
-            worker_pids << Integer(res.body)
-            cpu[endpoint] += Integer(res["x-cpu-ns"])
+      2.times do |attempt|
+        worker_pids.clear
+        cpu.clear
+        Dir[File.join(dir, "out.*.pb.gz")].each { |f| File.delete(f) }
+        with_puma("HAKARI_TEST_OUTPUT" => out) do |port|
+          # interleaved, a new connection each time, so both workers serve every endpoint
+          120.times do |i|
+            %W[/users/#{1000 + i} /orders /health].zip(COSTS_MS.keys).each do |path, endpoint|
+              res = get(port, path)
+              assert_equal "200", res.code
+              worker_pids << Integer(res.body)
+              cpu[endpoint] += Integer(res["x-cpu-ns"])
+            end
           end
         end
+        break unless puma_hung?(@status) && attempt.zero?
+
+        warn "rack_test: puma's shutdown hung (killed after 20 s); the scenario once more"
       end
       # puma's master ends by the TERM it was sent once its workers have exited
       assert @status && (@status.success? || @status.termsig == Signal.list["TERM"]),
