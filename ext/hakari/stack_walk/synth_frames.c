@@ -316,7 +316,8 @@ static VALUE receiver_class(uintptr_t cfp, const vm_frame *f, int recv_at, int h
 }
 
 /* Per instruction (by pc), how often each of its methods' classes was read in
- * its receiver's slot: the worker's alone (ticks do not nest). A call site
+ * its receiver's slot: one writer at a time, the worker at its ticks in the time modes (ticks
+ * do not nest), the NEWOBJ hook under the GVL in the object modes, whose worker reads none. A call site
  * almost always sees one class; the readings that caught another instruction's
  * values scatter. */
 #define VOTE_SLOTS 512
