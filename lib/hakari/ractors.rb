@@ -13,7 +13,7 @@ module Hakari
     }.freeze
 
     def new(*args, **kwargs, &block)
-      said = SAID[Native.ractor_starting(true)]
+      said = SAID[Native.ractor_starting(true, 1)]
       warn said if said
       super
     end
@@ -22,7 +22,7 @@ module Hakari
     def self.check_running
       return unless defined?(Ractor) && Ractor.count > 1
 
-      said = SAID[Native.ractor_starting(false)]
+      said = SAID[Native.ractor_starting(false, Ractor.count - 1)]
       warn said.sub("a Ractor started", "Ractors run") if said
     end
   end

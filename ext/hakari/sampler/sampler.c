@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include <ruby/debug.h>
+#include <ruby/ractor.h>
 #include <ruby/thread.h>
 
 #include "cpu_clock.h"
@@ -270,6 +271,13 @@ int hk_sampler_own_thread(uintptr_t thread)
     return 0;
 }
 
+/* Ruby runs the postponed jobs on whichever thread's flag it finds, and its bits are shared by
+ * every Ractor: another profiler's trigger in a Ractor's thread runs hakari's job there too. The
+ * job writes the ring, the thread table and the counters as their only writer, which the main
+ * Ractor's GVL makes it; a job in another Ractor would run beside it. Such a thread's stdout is
+ * its Ractor's own IO, not the main Ractor's $stdout (a public API on every Ruby). */
+__attribute__((cold, noinline)) static int in_main_ractor(void) { return rb_ractor_stdout() == rb_stdout; }
+
 /* ctx: GVL (postponed job) */
 HK_HOT static void sample_job(void *arg)
 {
@@ -280,6 +288,7 @@ HK_HOT static void sample_job(void *arg)
     for (size_t off = 0; off < offsetof(hk_sampler, ring.cons); off += 64) __builtin_prefetch((const char *)&S + off);
     hk_stack_walk_prefetch();
     if (!S.running || S.building) return;
+    if (S.ractors_started && !in_main_ractor()) return;
     if (S.cfg.mode == HK_MODE_WALL) __atomic_store_n(&S.job_ran, 1, __ATOMIC_RELAXED);
     if (S.any_own && on_own_thread()) return;
     uint64_t t0 = cost_clock();
@@ -459,6 +468,7 @@ static void fill_totals(hk_sampler_stats *st)
     st->states = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? "none (objects are counted, not time)" : hk_states_how();
     st->walk_mismatch_count = hk_stack_walk_mismatches();
     st->label_sets_dropped = hk_labels_dropped();
+    st->ractors_started = S.ractors_started;
     st->object_count = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? hk_objects_allocated() : 0;
     st->retained_count = S.cfg.mode == HK_MODE_RETAINED ? S.sample_count : 0;
     st->timer_kind = S.cfg.mode == HK_MODE_OBJECT ? "NEWOBJ hook: a sample every interval objects, resolved by a worker thread"

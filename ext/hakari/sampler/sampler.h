@@ -58,6 +58,7 @@ typedef struct hk_sampler_config {
     X(walk_mismatch_count, "HAKARI_STACK_WALK=verify: samples whose two walks differed")                  \
     X(object_count, "object and retained: objects allocated while profiling, by the threads of the main Ractor") \
     X(retained_count, "retained: sampled objects still alive at stop, after a full GC")                       \
+    X(ractors_started, "Ractors other than the main one started while profiling, or running at its start: their code is not sampled (cpu mode: their CPU is in [native threads])") \
     X(label_sets_dropped, "Hakari.label calls whose set could not be made (65 536 sets, 16 labels): labels kept as they were")
 
 typedef struct hk_sampler_stats {
@@ -104,12 +105,12 @@ int hk_sampler_own_thread(uintptr_t thread);
 void hk_sampler_mark(void);
 /* ctx: GVL, GC compaction. The objects retained mode follows (never marked) may have moved. */
 void hk_sampler_compact(void);
-/* ctx: GVL, as a Ractor starts (starting: 1), or at start when Ractors run already (0)
- * (sampler_objects.c): in retained mode the objects followed are let go (counted as dropped) and
+/* ctx: GVL, as a Ractor starts (starting: 1), or at start when n Ractors run already (0)
+ * (sampler_objects.c): counted in ractors_started; in retained mode the objects followed are let go (counted as dropped) and
  * no more are followed; on Ruby 3.1, whose new Ractor crashes allocating while a NEWOBJ hook is
  * on, object and retained modes stop sampling as one starts. What it did: */
 enum { HK_RACTOR_NOTHING = 0, HK_RACTOR_LET_GO = 1, HK_RACTOR_HOOKS_OFF = 2 };
-int hk_sampler_ractor_starting(int starting);
+int hk_sampler_ractor_starting(int starting, long n);
 /* ctx: GVL. */
 size_t hk_sampler_memsize(void);
 /* ctx: GVL, once at load. */

@@ -137,6 +137,9 @@ typedef struct hk_sampler {
     uint32_t nseq;        /* threads that have been sampled */
     int mn;               /* cpu mode under M:N threads: threads' CPU clocks from sampler_mn.c */
     int any_own;          /* a thread is hakari's own (hk_thread.own) */
+    /* Ractors other than the main one started since start (or running then): from the first,
+     * the job checks that it runs in the main Ractor, whose GVL serializes the job's writes */
+    uint64_t ractors_started;
     /* Thread objects of threads that ended, marked until the worker can no longer be
      * flagging them (sampler_threads.c hk_sampler_thread_retire): until trigger_count reaches `until` */
     struct hk_retired { VALUE thread; uint64_t until; } *retired; size_t nretired, retired_cap;

@@ -265,15 +265,16 @@ static int64_t memsize_of(VALUE obj)
 #endif
 }
 
-/* A Ractor other than the main one is starting (starting: 1), or runs already as the profile
- * starts (0). Retained mode: Ruby runs a FREEOBJ hook only for
+/* A Ractor other than the main one is starting (starting: 1), or n run already as the profile
+ * starts (0). Every mode counts them (the job then checks where it runs: sampler.c). Retained mode: Ruby runs a FREEOBJ hook only for
  * the Ractor that enabled it, and a GC another Ractor's thread runs frees the main Ractor's
  * objects too, so the table could keep addresses of freed objects, whose slots may be reused or
  * returned: every object followed is let go (counted as dropped), and no more are followed.
  * Ruby 3.1 crashes in the new Ractor's first allocation while a NEWOBJ hook is on: there the
  * hooks go off for the rest of the profile (a Ractor that runs already is not affected). */
-int hk_sampler_ractor_starting(int starting)
+int hk_sampler_ractor_starting(int starting, long n)
 {
+    if (S.running && n > 0) S.ractors_started += (uint64_t)n;
     if (!HK_MODE_COUNTS_OBJECTS(S.cfg.mode) || !S.running || O.let_go) return HK_RACTOR_NOTHING;
     if (!starting && S.cfg.mode != HK_MODE_RETAINED) return HK_RACTOR_NOTHING;
     O.let_go = 1;

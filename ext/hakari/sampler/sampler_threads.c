@@ -337,11 +337,14 @@ static int gvl_free;
 static void on_gvl_event(rb_event_flag_t ev, const rb_internal_thread_event_data_t *data, void *user)
 {
     (void)user;
+    /* another Ractor's thread takes and leaves its own Ractor's GVL; it runs no job (sampler.c) */
+    const void *vm_thread = data ? hk_stack_walk_thread_of(data->thread) : NULL;
+    if (vm_thread && !hk_stack_walk_main_ractor(vm_thread)) return;
     if (ev & RUBY_INTERNAL_THREAD_EVENT_SUSPENDED) {
         __atomic_store_n(&gvl_free, 1, __ATOMIC_SEQ_CST);
         return;
     }
-    if (data) __atomic_store_n(&S.holder, hk_stack_walk_thread_of(data->thread), __ATOMIC_RELAXED);
+    if (data) __atomic_store_n(&S.holder, vm_thread, __ATOMIC_RELAXED);
     /* cleared before the worker's flag is read, as the worker sets its flag before reading this
      * (cpu_clock.c): one of the two sees the other, so no idle sleep outlasts this take */
     __atomic_store_n(&gvl_free, 0, __ATOMIC_SEQ_CST);

@@ -23,6 +23,11 @@ const void *hk_stack_walk_thread_of(VALUE th)
     (void)th;
     return NULL;
 }
+int hk_stack_walk_main_ractor(const void *vm_thread)
+{
+    (void)vm_thread;
+    return 1;
+}
 int hk_stack_walk_spot(const void *vm_thread, hk_stack_spot *out)
 {
     (void)vm_thread;

@@ -406,6 +406,7 @@ int hk_vm_self_check(int limit)
                       ec->thread_ptr == RTYPEDDATA_DATA(th);
     const vm_thread_head *t = W.thread_ptr_ok ? ec->thread_ptr : NULL;
     W.threads_ok = t && t->self == th && t->ec == ec;
+    W.main_ractor = W.threads_ok ? t->ractor : NULL;
     hk_walk_kind = !W.enabled          ? "rb_profile_frames (the control-frame walker failed its self-check)"
            : W.thread_ptr_ok ? "vm control frames"
                              : "vm control frames (its thread check failed: threads found by Thread.current)";
@@ -596,6 +597,11 @@ int hk_stack_walk_spot(const void *vm_thread, hk_stack_spot *out)
  * its thread has moved to another and the GC swept it: the window between
  * this read and the write is a few instructions, the one Ruby's own timer
  * accepts when it flags the ractor's running context (cont.c ec_switch). */
+int hk_stack_walk_main_ractor(const void *vm_thread)
+{
+    return ((const vm_thread_head *)vm_thread)->ractor == W.main_ractor;
+}
+
 void hk_stack_walk_flag_jobs(const void *vm_thread)
 {
     vm_ec *ec = __atomic_load_n((vm_ec *const *)&((const vm_thread_head *)vm_thread)->ec, __ATOMIC_RELAXED);

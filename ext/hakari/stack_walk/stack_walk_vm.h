@@ -159,6 +159,7 @@ struct walker {
     memo *memo;          /* by distance from the root */
     size_t depth_cap;    /* memo_cap and verify, for the resolver: it does not read the capture's line, */
     int verify_res;      /* which the job writes at every sample */
+    const void *main_ractor; /* the rb_ractor_t of the thread that started the walker */
     /* The previous result's leaf and first frame, when whole (last_leaf): a
      * stack that has not changed since is answered from these alone. */
     const VALUE *leaf_pc; /* its leaf's pc (the leaf is at depth last_leaf of res_ec) */

@@ -64,7 +64,16 @@ module Hakari
            when "retained" then retained_lines(n)
            else sampling_lines(n) + state_lines(n)
            end,
+          *ractor_lines(n),
         ]
+      end
+
+      # what the profile does not hold: code run by other Ractors than the main one
+      def ractor_lines(n)
+        return [] if n["ractors_started"].zero?
+
+        where = @p["mode"] == "cpu" ? " (their CPU is in [native threads])" : ""
+        [row(int(n["ractors_started"]), "", "Ractors besides the main one ran: their code is not sampled#{where}")]
       end
 
       STATES = [["running", "CPU execution"], ["blocked", "GVL blocked (I/O, sleep, locks, C calls without the GVL)"],
