@@ -72,8 +72,8 @@ class RactorsTest < Minitest::Test
 
   # Many Ractors starting and ending at a high rate, in each sampling mode: the program ends as it
   # would unprofiled, every Ractor counted. No other thread of the main Ractor's runs beside them:
-  # with two threads looping over short sleeps, Ruby 3.3.8 hangs unprofiled in 2 of 10 runs, and
-  # 3.4.5 (once in 39 runs under wall mode here) too. A GC's barrier waits for a Ractor that ends,
+  # with two threads looping over short sleeps, Ruby itself hangs, unprofiled: 3.3.8 in 2 of 10
+  # runs, 3.4.5 once in 39 (and once in 39 under wall mode). A GC's barrier waits for a Ractor that ends,
   # which waits for the main Ractor's scheduler lock, held by a thread waking from its sleep that
   # waits for the barrier: Ruby's own race (no frame of hakari's in the hung threads).
   STORM = <<~'RUBY'
