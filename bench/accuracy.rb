@@ -15,6 +15,11 @@
 # The score is the mean relative error over the methods (docs/benchmarks.md).
 #
 #   ruby bench/accuracy.rb                  (a lane's: script/lane 3.4+yjit ruby bench/accuracy.rb)
+#   RUBY_MN_THREADS=1 script/lane 3.4 ruby bench/accuracy.rb   (M:N threads, Ruby 3.3 and later)
+#
+# Under M:N threads a native thread runs several Ruby threads, so its CPU clock read around a call
+# holds other threads' CPU too: the CPU truth is then each Ruby thread's own stretches on native
+# threads, every one measured at Ruby's thread events (bench/ext/threadcpu).
 # Env: HAKARI_BENCH_ACCURACY_SECONDS  wall time per run (default 2.5)
 #      HAKARI_BENCH_CALL_MS           call lengths in ms, comma-separated
 #      HAKARI_BENCH_PROFILERS         which profilers (default hakari,stackprof,rperf)
@@ -29,6 +34,11 @@ require_relative "machine_load"
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "hakari"
 BenchExt.load("cwork")
+MN = ENV["RUBY_MN_THREADS"] == "1" && RUBY_VERSION >= "3.3"
+if MN
+  BenchExt.load("threadcpu")
+  ThreadCPU.start
+end
 
 $stdout.sync = true # a crash report must come after the tables it interrupted
 SECONDS = Float(ENV.fetch("HAKARI_BENCH_ACCURACY_SECONDS", "2.5"))
@@ -64,10 +74,12 @@ module Truth
     attr_reader :cpu, :wall
 
     def reset = (@cpu.clear; @wall.clear)
-    def now = [Process.clock_gettime(CPU, :nanosecond), Process.clock_gettime(WALL, :nanosecond)]
+    # this Ruby thread's CPU: its native thread's clock, or under M:N its own stretches
+    def cpu_ns = MN ? ThreadCPU.now_ns : Process.clock_gettime(CPU, :nanosecond)
+    def now = [cpu_ns, Process.clock_gettime(WALL, :nanosecond)]
 
     def add(name, start)
-      cpu = Process.clock_gettime(CPU, :nanosecond) - start[0]
+      cpu = cpu_ns - start[0]
       wall = Process.clock_gettime(WALL, :nanosecond) - start[1]
       @lock.synchronize do
         @cpu[name] += cpu
@@ -81,7 +93,7 @@ class Work
   def ruby_busy(ms)
     t = Truth.now
     deadline = t[0] + (ms * 1e6).to_i
-    while Process.clock_gettime(CPU, :nanosecond) < deadline
+    while Truth.cpu_ns < deadline
       i = 0
       i += 1 while i < 200 # plain VM instructions between clock reads
     end
@@ -227,7 +239,8 @@ end
 
 load = MachineLoad.start
 yjit = defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? "+YJIT" : ""
-puts "accuracy: ruby #{RUBY_VERSION}#{yjit}, #{HZ} Hz, #{PROFILERS.join('/')}, call lengths #{DURATIONS.join('/')} ms, " \
+mn = MN ? " (M:N threads: CPU truth from each thread's stretches)" : ""
+puts "accuracy: ruby #{RUBY_VERSION}#{yjit}#{mn}, #{HZ} Hz, #{PROFILERS.join('/')}, call lengths #{DURATIONS.join('/')} ms, " \
      "#{ROUNDS} rounds of #{ROUND_MS.round} ms per single run, #{WORKERS} workers in threads, " \
      "#{MachineLoad.describe(load)}"
 

@@ -3,7 +3,7 @@
 require "fileutils"
 require "rbconfig"
 
-# The benches' C helpers (bench/ext/NAME: cwork, hookfloor), built for the Ruby that runs the
+# The benches' C helpers (bench/ext/NAME: cwork, hookfloor, threadcpu), built for the Ruby that runs the
 # bench, out of the source tree (tmp/bench-ext/X.Y/NAME), so that every Ruby lane keeps its own
 # build beside the others: `BenchExt.load("cwork")` builds it when it is missing or older than
 # its source, then requires it. Building needs that Ruby's headers (ruby-dev for Debian's).

@@ -58,6 +58,7 @@ static struct {
     int64_t by_process;             /* the process clock's figure at the previous look */
     int64_t total;                  /* the other threads' CPU, summed over the looks */
     int read;                       /* this look read them */
+    int others_read;                /* this look called hooks.others */
 } F;
 
 /* The followed clocks as the look that made the latest tick read them, for a
@@ -102,9 +103,13 @@ static int64_t read_others(void *ctx, int64_t watched)
         hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - (watched > 0 ? watched : 0) - hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     int64_t process_delta = F.by_process && by_process > F.by_process ? by_process - F.by_process : 0;
     F.by_process = by_process;
+    clockid_t watched_clock = __atomic_load_n(&C.watched, __ATOMIC_RELAXED);
+    if (C.hooks.others) {
+        F.others_read = 1;
+        return C.hooks.others(watched_clock);
+    }
     if (__atomic_load_n(&C.unfollowed, __ATOMIC_RELAXED) > 0) return F.total += process_delta;
     F.read = 1;
-    clockid_t watched_clock = __atomic_load_n(&C.watched, __ATOMIC_RELAXED);
     for (int i = 0; i < FOLLOWED; i++) {
         clockid_t c = __atomic_load_n(&C.followed[i], __ATOMIC_RELAXED);
         if (!c) {
@@ -158,6 +163,7 @@ static long pace_step(void)
     if (c != C.pacer.clock) hk_pace_watch(&C.pacer, c, __atomic_load_n(&C.watched_from, __ATOMIC_RELAXED));
     hk_pace_tick tick;
     F.read = 0;
+    F.others_read = 0;
     long wait = hk_pace_look(&C.pacer, c, C.period_ns, &reader, &tick);
     if (tick.idle_wait) {
         /* the flag first, then the GVL: a thread that takes the GVL after this read pokes (the
@@ -171,6 +177,7 @@ static long pace_step(void)
     }
     if (tick.due) {
         publish_readings();
+        if (C.hooks.others_at_tick) C.hooks.others_at_tick(F.others_read);
         C.hooks.tick(c, tick.at, tick.state);
     }
     return wait;

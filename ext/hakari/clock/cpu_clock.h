@@ -32,6 +32,14 @@ typedef struct hk_tick_hooks {
      * with a sequentially consistent load, and hk_cpu_clock_poke is called whenever a thread takes
      * the GVL: the paced worker of an idle process may then sleep long (pace.c, "idle"). */
     int (*gvl_free)(void);
+    /* The CPU used by the native threads that run Ruby code, other than the one whose clock is
+     * `watched`, summed since start (the worker takes differences); NULL: the clocks of the
+     * threads begun (hk_cpu_clock_thread_begin) tell it. Given under M:N threads, where Ruby
+     * threads move between native threads that no thread's begin names. Called by the worker. */
+    int64_t (*others)(clockid_t watched);
+    /* With `others`: called as a tick is made, before `tick`; fresh says whether this look called
+     * `others` (its readings are of the tick) or not. */
+    void (*others_at_tick)(int fresh);
 } hk_tick_hooks;
 
 /* ctx: GVL. Starts the clock with a period of period_ns, watching clock first;

@@ -76,6 +76,8 @@ static int64_t mn_clock_at_tick(const hk_thread *t, int *state, hk_leaf *leaf)
     int64_t at = -1;
     if (s1 == __atomic_load_n(&S.tick.seq, __ATOMIC_RELAXED) && !(s1 & 1) && k.value >= 0)
         at = hk_mn_cpu_at(t->thread, k.clock, k.value);
+    /* another native thread than the watched one: its reading at the tick's look, if taken */
+    if (at < 0) at = hk_mn_cpu_at_tick(t->thread);
     if (at < 0) return hk_mn_cpu_now(t->thread);
     *state = k.state;
     *leaf = k.leaf;
@@ -419,7 +421,8 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     __atomic_store_n(&S.running, 1, __ATOMIC_RELEASE);
     int rc = 0;
     if (cfg->mode == HK_MODE_CPU) {
-        const hk_tick_hooks hooks = {cpu_before_tick, cpu_tick, hk_sampler_gvl_free_fn()};
+        const hk_tick_hooks hooks = {cpu_before_tick, cpu_tick, hk_sampler_gvl_free_fn(), S.mn ? hk_mn_others_cpu : NULL,
+                                     S.mn ? hk_mn_others_at_tick : NULL};
         rc = hk_cpu_clock_start(S.period_ns, cfg->cpu_clock == HK_CPU_CLOCK_PERF,
                                 hk_thread_cpu_clock(hk_gettid()), &hooks, err, errlen);
         if (rc == 0) hk_sampler_threads_clock();

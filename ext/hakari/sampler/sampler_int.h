@@ -372,6 +372,15 @@ void hk_mn_forget(void);
 int64_t hk_mn_cpu_now(VALUE th);
 int64_t hk_mn_cpu_at(VALUE th, clockid_t c, int64_t v);
 clockid_t hk_mn_native_clock(VALUE th);
+/* ctx: cpu mode's worker (hk_tick_hooks.others): the CPU of the native threads that ran Ruby
+ * threads since start, less the one whose clock is `watched`, summed over the worker's looks */
+int64_t hk_mn_others_cpu(clockid_t watched);
+/* ctx: the worker, as it makes a tick (hk_tick_hooks.others_at_tick): the native threads' clocks
+ * its look read (fresh), or none, are kept for the tick's jobs */
+void hk_mn_others_at_tick(int fresh);
+/* ctx: GVL (the job). th's clock at the latest tick, read through the native thread it runs on
+ * when the tick's look read that one, else -1. */
+int64_t hk_mn_cpu_at_tick(VALUE th);
 /* ctx: GVL, at th's end (and stop): its record goes. */
 void hk_mn_thread_end(VALUE th);
 

@@ -43,6 +43,7 @@ typedef struct mn_record {
 static struct {
     int tid;           /* 0: a free entry */
     clockid_t clock;   /* its CPU clock, readable from any thread while it lives */
+    int64_t first;     /* that clock when the entry was made: where its CPU begins to count */
     mn_record *owner;  /* whose stretch it holds, or NULL */
 } nts[NATIVE_THREADS];
 static int nnts;
@@ -51,6 +52,21 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static rb_internal_thread_specific_key_t key;
 static int key_made;
 static rb_internal_thread_event_hook_t *hook;
+/* the worker's view of the native threads (hk_mn_others_cpu): each entry's clock at its
+ * previous look, and the sum of their CPU */
+static struct {
+    clockid_t seen[NATIVE_THREADS];
+    int64_t last[NATIVE_THREADS];
+    int64_t total;
+} looked;
+/* looked's readings at the latest tick, for its jobs: written by the worker under a sequence
+ * lock (odd while it writes), read by the job; n 0 when that tick's look took none */
+static struct {
+    _Alignas(64) volatile uint32_t seq;
+    int n;
+    clockid_t clock[NATIVE_THREADS];
+    int64_t value[NATIVE_THREADS];
+} at_tick;
 
 /* The table empties at start and stop. Native threads keep their entry's
  * index in a thread-local from one profile to the next: the entry's tid,
@@ -58,6 +74,8 @@ static rb_internal_thread_event_hook_t *hook;
 static void forget_native_threads(void)
 {
     memset(nts, 0, sizeof(nts));
+    memset(&looked, 0, sizeof(looked));
+    at_tick.n = 0;
     nnts = 0;
     my_nt = -1;
 }
@@ -78,6 +96,7 @@ static int this_nt(void)
     if (at < 0) return -1;
     nts[at].tid = tid;
     nts[at].clock = hk_thread_cpu_clock(tid);
+    nts[at].first = hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     nts[at].owner = NULL;
     return my_nt = at;
 }
@@ -208,6 +227,86 @@ int64_t hk_mn_cpu_at(VALUE th, clockid_t c, int64_t v)
     return at;
 #else
     (void)th, (void)c, (void)v;
+    return -1;
+#endif
+}
+
+/* The paced worker learns that Ruby code runs elsewhere than on the native thread it watches
+ * from this sum: a Ruby thread that blocks without the GVL keeps its native thread (sleeping)
+ * while the others run on native threads no thread's begin named, whose CPU was seen only through
+ * the process clock, late, or not at all (a bench of three threads calling C sleeps that release
+ * the GVL had a third of its ticks). */
+int64_t hk_mn_others_cpu(clockid_t watched)
+{
+#ifdef HK_MN
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nnts; i++) {
+        clockid_t c = nts[i].tid ? nts[i].clock : 0;
+        int64_t v = c ? hk_clock_ns(c) : -1;
+        if (v < 0) {
+            looked.seen[i] = 0;
+            continue;
+        }
+        if (looked.seen[i] != c) { /* an entry new since the previous look: from its making */
+            looked.seen[i] = c;
+            looked.last[i] = nts[i].first >= 0 && nts[i].first <= v ? nts[i].first : v;
+        }
+        if (c != watched && v > looked.last[i]) looked.total += v - looked.last[i];
+        looked.last[i] = v;
+    }
+    int64_t total = looked.total;
+    pthread_mutex_unlock(&lock);
+    return total;
+#else
+    (void)watched;
+    return 0;
+#endif
+}
+
+void hk_mn_others_at_tick(int fresh)
+{
+#ifdef HK_MN
+    __atomic_add_fetch(&at_tick.seq, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    int n = 0;
+    for (int i = 0; fresh && i < NATIVE_THREADS; i++)
+        if (looked.seen[i]) {
+            at_tick.clock[n] = looked.seen[i];
+            at_tick.value[n++] = looked.last[i];
+        }
+    at_tick.n = n;
+    __atomic_add_fetch(&at_tick.seq, 1, __ATOMIC_RELEASE);
+#else
+    (void)fresh;
+#endif
+}
+
+#ifdef HK_MN
+/* the tick's reading of clock c, or -1 */
+static int64_t reading_at_tick(clockid_t c)
+{
+    for (;;) {
+        uint32_t s1 = __atomic_load_n(&at_tick.seq, __ATOMIC_ACQUIRE);
+        int64_t v = -1;
+        for (int i = 0; i < at_tick.n && i < NATIVE_THREADS && v < 0; i++)
+            if (at_tick.clock[i] == c) v = at_tick.value[i];
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (!(s1 & 1) && s1 == __atomic_load_n(&at_tick.seq, __ATOMIC_RELAXED)) return v;
+    }
+}
+#endif
+
+int64_t hk_mn_cpu_at_tick(VALUE th)
+{
+#ifdef HK_MN
+    pthread_mutex_lock(&lock);
+    const mn_record *r = rb_internal_thread_specific_get(th, key);
+    int64_t v = r && r->nt >= 0 ? reading_at_tick(nts[r->nt].clock) : -1;
+    int64_t at = r && v >= 0 && v >= r->start ? r->acc + v - r->start : -1;
+    pthread_mutex_unlock(&lock);
+    return at;
+#else
+    (void)th;
     return -1;
 #endif
 }
