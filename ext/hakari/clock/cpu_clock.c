@@ -99,17 +99,17 @@ static int64_t read_cpu(void *ctx, clockid_t c)
 static int64_t read_others(void *ctx, int64_t watched)
 {
     (void)ctx;
+    if (C.hooks.others) { /* M:N threads: the native threads' clocks, not the process clock */
+        F.others_read = 1;
+        return C.hooks.others(__atomic_load_n(&C.watched, __ATOMIC_RELAXED));
+    }
     int64_t by_process =
         hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - (watched > 0 ? watched : 0) - hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     int64_t process_delta = F.by_process && by_process > F.by_process ? by_process - F.by_process : 0;
     F.by_process = by_process;
-    clockid_t watched_clock = __atomic_load_n(&C.watched, __ATOMIC_RELAXED);
-    if (C.hooks.others) {
-        F.others_read = 1;
-        return C.hooks.others(watched_clock);
-    }
     if (__atomic_load_n(&C.unfollowed, __ATOMIC_RELAXED) > 0) return F.total += process_delta;
     F.read = 1;
+    clockid_t watched_clock = __atomic_load_n(&C.watched, __ATOMIC_RELAXED);
     for (int i = 0; i < FOLLOWED; i++) {
         clockid_t c = __atomic_load_n(&C.followed[i], __ATOMIC_RELAXED);
         if (!c) {

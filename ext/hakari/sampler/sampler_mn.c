@@ -217,12 +217,20 @@ int64_t hk_mn_cpu_now(VALUE th)
 #endif
 }
 
+#ifdef HK_MN
+/* r's clock when native clock c read v, if r's open stretch is on that native thread and began
+ * before; else -1. Under the lock. */
+static int64_t clock_at(const mn_record *r, clockid_t c, int64_t v)
+{
+    return r && r->nt >= 0 && nts[r->nt].clock == c && v >= r->start ? r->acc + v - r->start : -1;
+}
+#endif
+
 int64_t hk_mn_cpu_at(VALUE th, clockid_t c, int64_t v)
 {
 #ifdef HK_MN
     pthread_mutex_lock(&lock);
-    const mn_record *r = rb_internal_thread_specific_get(th, key);
-    int64_t at = r && r->nt >= 0 && nts[r->nt].clock == c && v >= r->start ? r->acc + v - r->start : -1;
+    int64_t at = clock_at(rb_internal_thread_specific_get(th, key), c, v);
     pthread_mutex_unlock(&lock);
     return at;
 #else
@@ -301,8 +309,7 @@ int64_t hk_mn_cpu_at_tick(VALUE th)
 #ifdef HK_MN
     pthread_mutex_lock(&lock);
     const mn_record *r = rb_internal_thread_specific_get(th, key);
-    int64_t v = r && r->nt >= 0 ? reading_at_tick(nts[r->nt].clock) : -1;
-    int64_t at = r && v >= 0 && v >= r->start ? r->acc + v - r->start : -1;
+    int64_t at = r && r->nt >= 0 ? clock_at(r, nts[r->nt].clock, reading_at_tick(nts[r->nt].clock)) : -1;
     pthread_mutex_unlock(&lock);
     return at;
 #else
