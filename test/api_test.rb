@@ -13,10 +13,12 @@ class ApiTest < Minitest::Test
   end
 
   def test_block_form_returns_profile_weighted_in_nanoseconds
+    process0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :nanosecond)
     cpu0 = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond)
     # fib(22) until 60 ms of CPU: as many samples on a fast Ruby (YJIT) as on a slow one
     data = Hakari.start(mode: :cpu, frequency: 1000) { Workloads.fib_for(0.06) }
     cpu = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond) - cpu0
+    process = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :nanosecond) - process0
     assert_instance_of Hakari::Profile, data
     h = data.to_h
     assert_equal :cpu, h[:mode]
@@ -40,9 +42,11 @@ class ApiTest < Minitest::Test
     # the stack walk is part of the callback's time, and both were measured
     assert_operator h[:stack_walk_time_ns], :>, 0
     assert_operator h[:stack_walk_time_ns], :<, h[:sampling_time_ns]
-    # the timer thread's own CPU: some, and far less than the run
+    # the timer thread's own CPU: some, and its own clock's, not the process's: it fits in the
+    # process's CPU beside this thread's. What it costs is bench/overhead.rb's to say: it is some
+    # 4 % of this run's wall time on a quiet 2-core VM, and was once 27 % on a loaded one.
     assert_operator h[:timer_cpu_ns], :>, 0
-    assert_operator h[:timer_cpu_ns], :<, h[:duration_ns] / 4
+    assert_operator h[:timer_cpu_ns], :<=, process - cpu
   end
 
   def test_manual_start_stop_and_running
