@@ -57,16 +57,23 @@ module Hakari
         raise ArgumentError, "frequency: and interval: apply to sampling modes (tracing sees every call)" if frequency || interval
         raise ArgumentError, "fork: :inherit applies to mode: :cpu and :wall" if fork == :inherit
         raise ArgumentError, "every: applies to mode: :cpu and :wall (a trace is built once, at stop)" if snapshots
-        start_trace(**trace_options)
+        # the session is made before the trace starts: its Hash is hakari's, not the program's
+        @session = { output: output, base_output: output, format: fmt, verbose: verbose, fork: fork }
+        begin
+          start_trace(**trace_options)
+        rescue Exception # any failure, an interrupt included, leaves no session behind
+          @session = nil
+          raise
+        end
       else
         reject_trace_options(mode, trace_options)
         sampler = sampler_settings(mode, frequency, interval, aggregate, max_depth, synthesize)
         raise ArgumentError, "every: does not apply to mode: :retained (its profile is taken at stop)" if snapshots && sampler[0].to_s == "retained"
         Native.start(*sampler)
         RactorHook.check_running
+        @session = { output: output, base_output: output, format: fmt, verbose: verbose, fork: fork, sampler: sampler,
+                     snapshot_settings: snapshots, snapshots: snapshots && Snapshots.new(snapshots, fmt).start }
       end
-      @session = { output: output, base_output: output, format: fmt, verbose: verbose, fork: fork, sampler: sampler,
-                   snapshot_settings: snapshots, snapshots: snapshots && Snapshots.new(snapshots, fmt).start }
       return true unless block
 
       begin
@@ -171,13 +178,13 @@ module Hakari
       end
     end
 
-    TRACE_OPTIONS = %i[measure exclude threads exclude_threads merge_fibers merge_threads].freeze
+    TRACE_OPTIONS = %i[measure exclude threads exclude_threads merge_fibers merge_threads allocations].freeze
 
     def start_trace(measure: :wall, exclude: nil, threads: nil, exclude_threads: nil, merge_fibers: false,
-                    merge_threads: false, **unknown)
+                    merge_threads: false, allocations: false, **unknown)
       raise ArgumentError, "unknown keyword#{'s' if unknown.size > 1}: #{unknown.keys.map(&:inspect).join(', ')}" if unknown.any?
 
-      Native.trace_start(measure, exclude, threads, exclude_threads, merge_fibers, merge_threads)
+      Native.trace_start(measure, exclude, threads, exclude_threads, merge_fibers, merge_threads, allocations)
     end
 
     def reject_trace_options(mode, options)

@@ -215,9 +215,9 @@ static VALUE check_threads(const char *what, VALUE v)
     return rb_obj_freeze(rb_ary_dup(v));
 }
 
-/* Native.trace_start(measure, exclude, threads, exclude_threads, merge_fibers, merge_threads) -> true */
+/* Native.trace_start(measure, exclude, threads, exclude_threads, merge_fibers, merge_threads, allocations) -> true */
 static VALUE native_trace_start(VALUE mod, VALUE measure, VALUE exclude, VALUE threads, VALUE exclude_threads,
-                                VALUE merge_fibers, VALUE merge_threads)
+                                VALUE merge_fibers, VALUE merge_threads, VALUE allocations)
 {
     hk_tracer_config cfg;
     ID m = option_id(measure);
@@ -230,6 +230,7 @@ static VALUE native_trace_start(VALUE mod, VALUE measure, VALUE exclude, VALUE t
     cfg.exclude_threads = check_threads("exclude_threads", exclude_threads);
     cfg.merge_fibers = boolean_option("merge_fibers", merge_fibers);
     cfg.merge_threads = boolean_option("merge_threads", merge_threads);
+    cfg.allocations = boolean_option("allocations", allocations);
     if (hk_sampler_running()) rb_raise(rb_eRuntimeError, "hakari: hakari is already running");
     char err[256];
     if (hk_tracer_start(&cfg, err, sizeof(err)) < 0) rb_raise(rb_eRuntimeError, "hakari: %s", err);
@@ -257,11 +258,19 @@ static rb_pid_t end_pid;
 static void end_at_exit(VALUE unused)
 {
     (void)unused;
-    if (getpid() != end_pid || !hk_sampler_running() || hk_sampler_ended()) return;
+    if (getpid() != end_pid) return;
+    /* a trace stands still from here: the exit hooks hakari runs after it are not the program's
+     * (Kernel#at_exit's own call of the CLI's hook makes an Array in the program's main frame) */
+    if (hk_tracer_running()) {
+        if (!hk_tracer_paused()) hk_tracer_pause();
+        return;
+    }
+    if (!hk_sampler_running() || hk_sampler_ended()) return;
     hk_sampler_end(NIL_P(end_gc_hash) ? NULL : gc_stat_into, &end_gc_hash);
 }
 
-/* Native.end_at_exit(gc = nil) -> true: at exit, the sampling profile's time ends before any
+/* Native.end_at_exit(gc = nil) -> true: at exit, the sampling profile's time ends (a trace is
+ * paused, and gc is filled at stop instead) before any
  * exit hook registered earlier runs (Ruby runs them last first), and a Hash gc gets GC.stat
  * there; the next Native.stop builds the profile. The CLI's hook (lib/hakari/autorun.rb),
  * registered before start, then runs no Ruby frame of hakari's inside the profile's time. */
@@ -270,8 +279,8 @@ static VALUE native_end_at_exit(int argc, VALUE *argv, VALUE mod)
     VALUE gc = argc > 0 ? argv[0] : Qnil;
     if (argc > 1) rb_error_arity(argc, 0, 1);
     if (!NIL_P(gc)) Check_Type(gc, T_HASH);
-    if (!hk_sampler_running() || hk_sampler_ended())
-        rb_raise(rb_eRuntimeError, "hakari: end_at_exit needs a running cpu or wall profile");
+    if (!hk_tracer_running() && (!hk_sampler_running() || hk_sampler_ended()))
+        rb_raise(rb_eRuntimeError, "hakari: end_at_exit needs a running profile");
     end_gc_hash = gc;
     end_pid = getpid();
     rb_set_end_proc(end_at_exit, Qnil);
@@ -433,7 +442,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_module_function(mNative, "write_file", native_write_file, 3);
     rb_define_module_function(mNative, "end_at_exit", native_end_at_exit, -1);
     rb_gc_register_address(&end_gc_hash);
-    rb_define_module_function(mNative, "trace_start", native_trace_start, 6);
+    rb_define_module_function(mNative, "trace_start", native_trace_start, 7);
     rb_define_module_function(mNative, "pause", native_pause, 0);
     rb_define_module_function(mNative, "resume", native_resume, 0);
     rb_define_module_function(mNative, "paused?", native_paused_p, 0);

@@ -6,6 +6,7 @@
 
 #include "bindings.h"
 #include "buf.h"
+#include "alloc_sites.h"
 #include "calltree.h"
 #include "formats.h"
 #include "line_table.h"
@@ -129,10 +130,35 @@ static VALUE profile_text_report(VALUE self, VALUE top_n)
 
 /* Profile#methods -> Array of Hash, one per method: name, file, line, calls, self, wait, child,
  * total (recursion-safe), recursive, callers/callees ({name => calls}); by total, descending */
+/* A trace's allocations (allocations: true) by method: function id -> [{class:, file:, line:,
+ * count:, bytes:}], most objects first; nil when the profile holds none by site. */
+static VALUE method_allocations(const hk_profile *p)
+{
+    if (!hk_alloc_sites_present(p)) return Qnil;
+    hk_alloc_sites s;
+    if (hk_alloc_sites_collect(p, &s) < 0) rb_raise(rb_eNoMemError, "hakari: out of memory while reading the allocations");
+    VALUE by_func = rb_hash_new();
+    for (size_t i = 0; i < s.n; i++) {
+        const hk_alloc_site *a = &s.sites[i];
+        VALUE list = rb_hash_lookup(by_func, UINT2NUM(a->func));
+        if (NIL_P(list)) rb_hash_aset(by_func, UINT2NUM(a->func), list = rb_ary_new());
+        VALUE h = rb_hash_new();
+        SET(h, "class", pstr(p, a->klass));
+        SET(h, "file", pstr(p, a->file));
+        SET(h, "line", LL2NUM(a->line));
+        SET(h, "count", LL2NUM(a->objects));
+        SET(h, "bytes", LL2NUM(a->bytes));
+        rb_ary_push(list, h);
+    }
+    hk_alloc_sites_free(&s);
+    return by_func;
+}
+
 static VALUE profile_methods(VALUE self)
 {
     profile_obj *o = profile_get(self);
     char err[256];
+    VALUE allocations = method_allocations(o->p);
     hk_calltree *ct = hk_calltree_build(o->p, err, sizeof(err));
     if (!ct) rb_raise(rb_eRuntimeError, "hakari: %s", err);
     VALUE out = rb_ary_new();
@@ -162,6 +188,10 @@ static VALUE profile_methods(VALUE self)
         }
         SET(h, "callers", callers);
         SET(h, "callees", callees);
+        if (!NIL_P(allocations)) {
+            VALUE list = rb_hash_lookup(allocations, UINT2NUM(m->func));
+            SET(h, "allocations", NIL_P(list) ? rb_ary_new() : list);
+        }
         rb_ary_push(out, h);
     }
     hk_calltree_free(ct);

@@ -50,6 +50,7 @@ module Hakari
       opts = {}
       opts[:mode] = env[S::ENV_MODE].to_sym if env[S::ENV_MODE]
       opts[:measure] = env[S::ENV_MEASURE].to_sym if env[S::ENV_MEASURE]
+      opts[:allocations] = flag(S::ENV_ALLOCATIONS, env[S::ENV_ALLOCATIONS]) if env[S::ENV_ALLOCATIONS]
       opts[:frequency] = frequency(env[S::ENV_FREQUENCY]) if env[S::ENV_FREQUENCY]
       opts[:interval] = interval(env[S::ENV_INTERVAL]) if env[S::ENV_INTERVAL]
       opts[:verbose] = true if env[S::ENV_VERBOSE] == "1"
@@ -63,10 +64,12 @@ module Hakari
     end
 
     # true or false, or ArgumentError naming the variable, its value and what is accepted
-    def synthesize(value)
+    def synthesize(value) = flag(S::ENV_SYNTHESIZE, value)
+
+    def flag(name, value)
       return value == "1" if %w[0 1].include?(value)
 
-      raise ArgumentError, "invalid #{S::ENV_SYNTHESIZE} #{value.inspect} (expected 0 or 1)"
+      raise ArgumentError, "invalid #{name} #{value.inspect} (expected 0 or 1)"
     end
 
     # an integer, or ArgumentError naming the variable, its value and the range; the range
@@ -104,13 +107,13 @@ module Hakari
       @started = true
       if Hakari.pause # trace mode
         resume_at_the_first_script
-      else
-        Hakari.send(:fork_output, @output) if @output # fork: :inherit names the children's files from it
-        # The profile's time ends in an exit hook registered now, which runs before the one
-        # above (the last registered runs first) and after the program's own: no frame of
-        # finish's can be sampled, however late a tick's job lands.
-        Hakari::Native.end_at_exit(@gc_after)
+      elsif @output
+        Hakari.send(:fork_output, @output) # fork: :inherit names the children's files from it
       end
+      # The profile's time ends in an exit hook registered now, which runs before the one
+      # above (the last registered runs first) and after the program's own: no frame of
+      # finish's can be sampled, however late a tick's job lands, and a trace counts none of it.
+      Hakari::Native.end_at_exit(@gc_after)
     rescue StandardError, ScriptError => e
       fail_with("could not start profiling: #{e.message}")
     end

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "alloc_sites.h"
 #include "calltree.h"
 
 static int by_self_desc(const void *a, const void *b)
@@ -75,10 +76,13 @@ int hk_flat_report(const hk_profile *p, size_t top_n, hk_buf *out)
     if (any_recursive)
         hk_buf_puts(out, "\n* recursively called method: its total counts each path once, "
                          "from its outermost call, so it never exceeds the time spent\n");
+    /* a trace's allocations by site: the top ones, however many methods were asked for */
+    if (hk_alloc_sites_report(p, top_n ? top_n : HK_ALLOC_SITES_TOP, out) < 0) goto fail;
     free(rows);
     hk_calltree_free(ct);
     return hk_buf_ok(out) ? 0 : -1;
 fail:
+    free(rows);
     hk_calltree_free(ct);
     return -1;
 }

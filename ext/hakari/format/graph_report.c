@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "alloc_sites.h"
 #include "calltree.h"
 
 #define RULE "--------------------------------------------------------------------------------" \
@@ -143,6 +144,7 @@ int hk_graph_report(const hk_profile *p, size_t top_n, hk_buf *out)
     for (size_t i = 0; i < n && (top_n == 0 || i < top_n); i++) block(out, ct, rows[i], scratch);
     if (top_n && n > top_n) hk_buf_printf(out, "(%zu more methods not shown)\n", n - top_n);
     legend(out, ct);
+    if (hk_alloc_sites_report(p, top_n ? top_n : HK_ALLOC_SITES_TOP, out) < 0) goto fail;
     free(rows);
     free(scratch);
     hk_calltree_free(ct);

@@ -42,23 +42,6 @@
 #ifdef HAVE_RB_OBJ_MEMSIZE_OF
 size_t rb_obj_memsize_of(VALUE obj); /* exported by libruby, declared in none of its public headers */
 #endif
-#ifdef HAVE_RB_GC_OBJ_SLOT_SIZE
-size_t rb_gc_obj_slot_size(VALUE obj); /* the same */
-#endif
-
-/* The slot a new object takes in Ruby's heap, in bytes: all that is known of its size in the
- * NEWOBJ hook, before its contents are written (a long string's buffer, say, comes after). From
- * 3.2 the heap has slots of several sizes and an object's embedded contents live in its slot;
- * before, every slot is an RVALUE of five words. Reads the slot's page header: no allocation. */
-static uint32_t slot_bytes(VALUE obj)
-{
-#ifdef HAVE_RB_GC_OBJ_SLOT_SIZE
-    return (uint32_t)rb_gc_obj_slot_size(obj);
-#else
-    (void)obj;
-    return 5 * sizeof(VALUE);
-#endif
-}
 
 static struct {
     VALUE tracepoint;
@@ -199,7 +182,7 @@ static void newobj_hook(VALUE tpval, void *data)
     O.in_hook = 1;
     VALUE obj = rb_tracearg_object(rb_tracearg_from_tracepoint(tpval));
     uint64_t sampled = S.sampling_count;
-    take_object_sample(class_index(obj), S.cfg.mode == HK_MODE_RETAINED ? 0 : slot_bytes(obj));
+    take_object_sample(class_index(obj), S.cfg.mode == HK_MODE_RETAINED ? 0 : hk_heap_slot_bytes(obj));
     if (S.cfg.mode == HK_MODE_RETAINED) {
         if (S.sampling_count != sampled) follow(obj);
     } else if (!O.poked && hk_ring_used(&S.ring) > S.ring.cap / 4) {

@@ -20,6 +20,13 @@
 #include <ruby.h>
 #include <stdint.h>
 
+/* ctx: GVL, in a NEWOBJ hook (the object mode's and the tracer's). The slot a new object takes
+ * in Ruby's heap, in bytes: all that is known of its size there, before its contents are written
+ * (a long string's buffer, say, comes after). From 3.2 the heap has slots of several sizes and an
+ * object's embedded contents live in its slot; before, every slot is an RVALUE of five words.
+ * Reads the slot's page header: no allocation. */
+uint32_t hk_heap_slot_bytes(VALUE obj);
+
 /* Which walker to use: the fastest that passes its self-check, rb_profile_frames
  * alone (HAKARI_STACK_WALK=ruby), or both at every sample (HAKARI_STACK_WALK=verify). */
 typedef enum { HK_WALK_AUTO = 0, HK_WALK_RUBY = 1, HK_WALK_VERIFY = 2 } hk_walk_choice;

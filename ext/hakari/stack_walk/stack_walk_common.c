@@ -70,5 +70,19 @@ uintptr_t hk_stack_walk_read_leaf(const void *slot)
     return hk_stack_walk_read_words(slot, &leaf, sizeof(leaf)) ? leaf : 0;
 }
 
+#ifdef HAVE_RB_GC_OBJ_SLOT_SIZE
+size_t rb_gc_obj_slot_size(VALUE obj); /* exported by libruby 3.3+, declared in none of its public headers */
+#endif
+
+uint32_t hk_heap_slot_bytes(VALUE obj)
+{
+#ifdef HAVE_RB_GC_OBJ_SLOT_SIZE
+    return (uint32_t)rb_gc_obj_slot_size(obj);
+#else
+    (void)obj;
+    return 5 * sizeof(VALUE);
+#endif
+}
+
 const char *hk_stack_walk_kind(void) { return hk_walk_kind; }
 uint64_t hk_stack_walk_mismatches(void) { return hk_walk_mismatches; }

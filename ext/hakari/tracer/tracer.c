@@ -21,6 +21,7 @@
 
 #include <ruby/debug.h>
 
+#include "stack_walk.h"
 #include "tracer_int.h"
 
 hk_tracer hk_the_tracer;
@@ -97,7 +98,7 @@ static uint32_t method_index(VALUE klass, ID mid, int cfunc)
         int64_t id = hk_intern_seq(&T.method_index, key, 5);
         if (id < 0) return 0;
         index = (uint32_t)id;
-        T.methods[index] = (hk_tmethod){klass, mid, excluded, cfunc};
+        T.methods[index] = (hk_tmethod){klass, mid, excluded, own_method(klass), cfunc};
         T.nmethods = index + 1;
     }
     *e = (hk_method_cache_entry){klass, mid, index, cfunc};
@@ -289,12 +290,65 @@ static void on_return(hk_tcontext *c, uint32_t m, int64_t now)
     pop_frame(c, now);
 }
 
+/* ---- allocations: true ------------------------------------------------------ */
+
+/* Installed only for a trace that asks for it: a NEWOBJ hook costs every allocation. */
+static VALUE tracepoint;
+
+/* The object goes to the innermost counted call of the context whose events run on this
+ * native thread, as that call's time would (tracer_allocs.c says more). */
+/* ctx: GVL — RUBY_INTERNAL_EVENT_NEWOBJ, inside the allocation */
+static void newobj_hook(VALUE tpval, void *data)
+{
+    (void)data;
+    if (!T.running || T.paused || T.in_event) return;
+    hk_tcontext *c = tls.gen == session_gen ? tls.ctx : NULL;
+    if (!c) { /* a thread before its first event: its context cannot be made here (that may allocate) */
+        T.allocs_unseen++;
+        return;
+    }
+    if (c->ignored || (c->depth && T.methods[c->stack[c->depth - 1].method].own)) return;
+    rb_trace_arg_t *ta = rb_tracearg_from_tracepoint(tpval);
+    VALUE obj = rb_tracearg_object(ta);
+    int type = RB_BUILTIN_TYPE(obj);
+    VALUE klass = type == T_IMEMO || type == T_ICLASS || type == T_NODE ? 0 : rb_class_real(RBASIC_CLASS(obj));
+    if (!klass) return;
+    VALUE file = rb_tracearg_path(ta);
+    int32_t line = NIL_P(file) ? 0 : (int32_t)FIX2INT(rb_tracearg_lineno(ta));
+    uint32_t node = c->depth ? c->stack[c->depth - 1].node : T.roots[c->root].node;
+    hk_talloc *a = hk_tracer_alloc_site(&T, node, line, klass, file);
+    if (!a) {
+        T.allocs_unseen++;
+        return;
+    }
+    a->count++;
+    a->bytes += hk_heap_slot_bytes(obj);
+}
+
+static void newobj_start(void)
+{
+    if (!tracepoint) {
+        tracepoint = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_NEWOBJ, newobj_hook, NULL);
+        rb_gc_register_mark_object(tracepoint);
+    }
+    rb_tracepoint_enable(tracepoint);
+}
+
+static void newobj_stop(void)
+{
+    if (tracepoint) rb_tracepoint_disable(tracepoint);
+}
+
+
 /* ctx: GVL — RUBY_EVENT_FIBER_SWITCH in the fiber switched to, and
  * RUBY_EVENT_THREAD_BEGIN in a new thread (whose native thread may be a reused
  * one, with a stale TLS context) */
 static void fiber_switch_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
 {
-    if (T.running) context_of(rb_fiber_current());
+    if (!T.running) return;
+    T.in_event = 1;
+    context_of(rb_fiber_current());
+    T.in_event = 0;
 }
 
 /* ctx: GVL — the event hook */
@@ -306,21 +360,25 @@ static void trace_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE
         if (T.forked) {
             rb_remove_event_hook(trace_hook);
             rb_remove_event_hook(fiber_switch_hook);
+            newobj_stop();
             T.forked = 0;
         }
         return;
     }
+    /* what the hook allocates (an excluded method's label) is hakari's, not the program's */
+    T.in_event = 1;
     hk_tcontext *c = tls.gen == session_gen ? tls.ctx : context_of(rb_fiber_current());
-    if (!c) return;
-    if (c != T.cur) switch_context(c);
-    if (c->ignored) return;
-    T.events++;
-    int64_t now = measure_now(c);
-    /* the VM passes id and class with C events only; a Ruby method's are in its frame */
-    if (!mid) rb_frame_method_id_and_class(&mid, &klass);
-    uint32_t m = method_index(klass, mid, (ev & (RUBY_EVENT_C_CALL | RUBY_EVENT_C_RETURN)) != 0);
-    if (ev & (RUBY_EVENT_CALL | RUBY_EVENT_C_CALL)) on_call(c, m, now);
-    else on_return(c, m, now);
+    if (c && c != T.cur) switch_context(c);
+    if (c && !c->ignored) {
+        T.events++;
+        int64_t now = measure_now(c);
+        /* the VM passes id and class with C events only; a Ruby method's are in its frame */
+        if (!mid) rb_frame_method_id_and_class(&mid, &klass);
+        uint32_t m = method_index(klass, mid, (ev & (RUBY_EVENT_C_CALL | RUBY_EVENT_C_RETURN)) != 0);
+        if (ev & (RUBY_EVENT_CALL | RUBY_EVENT_C_CALL)) on_call(c, m, now);
+        else on_return(c, m, now);
+    }
+    T.in_event = 0;
 }
 
 /* ---- lifecycle ------------------------------------------------------------- */
@@ -339,6 +397,7 @@ static void free_state(void)
     hk_intern_free(&T.method_index);
     hk_u64_map_free(&T.children);
     hk_u64_map_free(&T.context_ids);
+    hk_tracer_allocs_free(&T);
     int forked = T.forked;
     memset(&T, 0, sizeof(T));
     T.cfg.exclude = T.cfg.threads = T.cfg.exclude_threads = Qnil;
@@ -364,7 +423,7 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
     if (hk_array_grow((void **)&T.methods, &T.methods_cap, 1, sizeof(*T.methods)) < 0) goto oom;
     uint32_t none[5] = {0, 0, 0, 0, 0};
     if (hk_intern_seq(&T.method_index, none, 5) != 0) goto oom;
-    T.methods[0] = (hk_tmethod){Qnil, 0, 0, 0};
+    T.methods[0] = (hk_tmethod){Qnil, 0, 0, 0, 0};
     T.nmethods = 1;
     /* The hooks before the clocks: adding the first call/return hook makes Ruby
      * rewrite every method's instructions for tracing (1.6 ms in a bare `ruby -e`,
@@ -376,6 +435,8 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
         rb_add_event_hook(trace_hook, RUBY_EVENT_CALL | RUBY_EVENT_RETURN | RUBY_EVENT_C_CALL | RUBY_EVENT_C_RETURN, Qnil);
         rb_add_event_hook(fiber_switch_hook, RUBY_EVENT_FIBER_SWITCH | RUBY_EVENT_THREAD_BEGIN, Qnil);
     }
+    if (cfg->allocations) newobj_start();
+    else newobj_stop(); /* one a fork's child inherited enabled */
     T.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     T.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     T.use_tsc = cfg->measure == HK_MEASURE_WALL && hk_tsc_usable();
@@ -387,6 +448,7 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
         T.running = 0;
         rb_remove_event_hook(trace_hook);
         rb_remove_event_hook(fiber_switch_hook);
+        newobj_stop();
         goto oom;
     }
     switch_context(c);
@@ -409,6 +471,10 @@ static void fill_stats(hk_tracer_stats *st)
     st->method_count = T.nmethods - 1;
     st->context_count = T.ncontexts;
     st->unmatched_returns = T.unmatched_returns;
+    for (size_t i = 0; i < T.nallocs; i++) st->allocation_count += T.allocs[i].count;
+    st->allocation_sites = T.nallocs;
+    st->allocations_unseen = T.allocs_unseen;
+    st->allocations = T.cfg.allocations;
     /* TSC ticks -> ns, calibrated against the monotonic clock over the whole session */
     st->scale = 1.0;
     if (T.use_tsc) {
@@ -422,6 +488,7 @@ hk_profile *hk_tracer_stop(hk_tracer_stats *stats)
     if (!T.running) return NULL;
     rb_remove_event_hook(trace_hook);
     rb_remove_event_hook(fiber_switch_hook);
+    newobj_stop();
     if (T.paused) hk_tracer_resume();
     /* frames still open end now, each context measured on its own clock */
     for (size_t i = 0; i < T.ncontexts; i++) {
@@ -477,6 +544,7 @@ void hk_tracer_mark(void)
     }
     for (size_t i = 0; i < T.nroots; i++) rb_gc_mark(T.roots[i].thread);
     for (size_t i = 0; i < sizeof(T.own_classes) / sizeof(T.own_classes[0]); i++) rb_gc_mark(T.own_classes[i]);
+    hk_tracer_allocs_mark(&T);
     rb_gc_mark(T.cfg.exclude);
     rb_gc_mark(T.cfg.threads);
     rb_gc_mark(T.cfg.exclude_threads);
@@ -486,7 +554,7 @@ size_t hk_tracer_memsize(void)
 {
     size_t n = T.nodes_cap * sizeof(hk_tnode) + T.methods_cap * sizeof(hk_tmethod) +
                hk_intern_memsize(&T.method_index) + hk_u64_map_memsize(&T.children) +
-               hk_u64_map_memsize(&T.context_ids);
+               hk_u64_map_memsize(&T.context_ids) + hk_tracer_allocs_memsize(&T);
     for (size_t i = 0; i < T.ncontexts; i++) n += sizeof(hk_tcontext) + T.contexts[i]->cap * sizeof(hk_tframe);
     return n;
 }

@@ -36,6 +36,7 @@ typedef struct hk_tracer_config {
     VALUE threads;          /* Array of Thread to trace (only these), or Qnil */
     VALUE exclude_threads;  /* Array of Thread not to trace, or Qnil */
     int merge_fibers, merge_threads;
+    int allocations;        /* each method's objects by class and line, beside the measure */
 } hk_tracer_config;
 
 typedef struct hk_tracer_stats {
@@ -43,6 +44,10 @@ typedef struct hk_tracer_stats {
     int64_t start_time_ns, duration_ns;
     uint64_t event_count, call_count, node_count, method_count, context_count;
     uint64_t unmatched_returns; /* returns with no matching call (started mid-stack) */
+    uint64_t allocation_count;  /* allocations: true — the objects counted, and their sites */
+    uint64_t allocation_sites;
+    uint64_t allocations_unseen; /* made where no context was known yet, or the table had no room */
+    int allocations;
     double scale;               /* measure units per recorded unit (TSC ticks -> ns), else 1 */
 } hk_tracer_stats;
 

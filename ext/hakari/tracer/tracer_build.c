@@ -78,6 +78,12 @@ static void add_comments(hk_profile *p, const hk_tracer_stats *st)
              (unsigned long long)st->node_count, (unsigned long long)st->method_count,
              (unsigned long long)st->context_count, (unsigned long long)st->unmatched_returns);
     hk_profile_add_comment(p, line);
+    if (st->allocations) {
+        snprintf(line, sizeof(line), "allocations=%llu sites=%llu unseen=%llu",
+                 (unsigned long long)st->allocation_count, (unsigned long long)st->allocation_sites,
+                 (unsigned long long)st->allocations_unseen);
+        hk_profile_add_comment(p, line);
+    }
 }
 
 static uint32_t *resolve_methods(const hk_tracer *t, hk_profile *p)
@@ -95,6 +101,56 @@ static uint32_t *resolve_methods(const hk_tracer *t, hk_profile *p)
     return func_of;
 }
 
+/* a node's path up to its root (leaf first) as location ids, in *path (grown as needed); its depth, or -1 */
+static long node_path(const hk_tracer *t, uint32_t node, const uint32_t *loc_of, uint32_t **path, size_t *cap)
+{
+    size_t depth = 0;
+    for (uint32_t j = node; j != UINT32_MAX && t->nodes[j].method != 0; j = t->nodes[j].parent) {
+        if (depth == *cap) {
+            size_t grown = *cap ? *cap * 2 : 256;
+            uint32_t *np = realloc(*path, grown * sizeof(*np));
+            if (!np) return -1;
+            *path = np;
+            *cap = grown;
+        }
+        (*path)[depth++] = loc_of[t->nodes[j].method];
+    }
+    return (long)depth;
+}
+
+/* allocations: true — each site a sample under its node's path, with the values [0, 0, 0,
+ * objects, bytes] and the labels thread, class, file and line. 0, or -1 when out of memory. */
+static int add_alloc_samples(const hk_tracer *t, hk_profile *p, const uint32_t *loc_of)
+{
+    uint32_t *path = NULL;
+    size_t cap = 0;
+    int64_t values[5] = {0, 0, 0, 0, 0};
+    hk_label labels[4] = {{.key = hk_profile_string(p, "thread")},
+                          {.key = hk_profile_string(p, "class")},
+                          {.key = hk_profile_string(p, "file")},
+                          {.key = hk_profile_string(p, "line")}};
+    for (size_t i = 0; i < t->nallocs; i++) {
+        const hk_talloc *a = &t->allocs[i];
+        long depth = node_path(t, a->node, loc_of, &path, &cap);
+        if (depth < 0) goto fail;
+        VALUE name = rb_class_name(a->klass);
+        labels[0].num = t->nodes[a->node].context_seq;
+        labels[1].str = hk_profile_string_n(p, RSTRING_PTR(name), (size_t)RSTRING_LEN(name));
+        labels[2].str = RB_TYPE_P(a->file, T_STRING)
+                            ? hk_profile_string_n(p, RSTRING_PTR(a->file), (size_t)RSTRING_LEN(a->file))
+                            : hk_profile_string(p, "<none>");
+        labels[3].num = a->line;
+        values[3] = (int64_t)a->count;
+        values[4] = (int64_t)a->bytes;
+        hk_profile_add_sample(p, path, (uint32_t)depth, values, labels, 4);
+    }
+    free(path);
+    return 0;
+fail:
+    free(path);
+    return -1;
+}
+
 hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *st)
 {
     hk_profile *p = hk_profile_new();
@@ -106,6 +162,10 @@ hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *s
     hk_profile_add_sample_type(p, "calls", "count");
     hk_profile_add_sample_type(p, measure, unit);
     hk_profile_add_sample_type(p, "wait", unit);
+    if (st->allocations) {
+        hk_profile_add_sample_type(p, "alloc_objects", "count");
+        hk_profile_add_sample_type(p, "alloc_space", "bytes");
+    }
     p->default_sample_type = hk_profile_string(p, measure);
     p->period_type = (hk_value_type){hk_profile_string(p, measure), hk_profile_string(p, unit)};
     p->period = 0; /* not sampled: every call is in the profile */
@@ -123,23 +183,15 @@ hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *s
     for (size_t i = 0; i < t->nnodes; i++) {
         const hk_tnode *n = &t->nodes[i];
         if (n->method == 0 || n->calls == 0) continue; /* roots; nodes of never-counted calls */
-        size_t depth = 0;
-        for (uint32_t j = (uint32_t)i; j != UINT32_MAX && t->nodes[j].method != 0; j = t->nodes[j].parent) {
-            if (depth == path_cap) {
-                size_t cap = path_cap ? path_cap * 2 : 256;
-                uint32_t *np = realloc(path, cap * sizeof(*np));
-                if (!np) goto fail;
-                path = np;
-                path_cap = cap;
-            }
-            path[depth++] = loc_of[t->nodes[j].method];
-        }
+        long depth = node_path(t, (uint32_t)i, loc_of, &path, &path_cap);
+        if (depth < 0) goto fail;
         int64_t self = n->total - n->child - n->wait;
-        int64_t values[3] = {(int64_t)n->calls, (int64_t)((double)(self < 0 ? 0 : self) * st->scale),
-                             (int64_t)((double)n->wait * st->scale)};
+        int64_t values[5] = {(int64_t)n->calls, (int64_t)((double)(self < 0 ? 0 : self) * st->scale),
+                             (int64_t)((double)n->wait * st->scale), 0, 0};
         label.num = n->context_seq;
         hk_profile_add_sample(p, path, (uint32_t)depth, values, &label, 1);
     }
+    if (st->allocations && add_alloc_samples(t, p, loc_of) < 0) goto fail;
     if (!hk_profile_ok(p)) goto fail;
     free(func_of);
     free(loc_of);

@@ -17,6 +17,7 @@ typedef struct hk_tmethod {
     VALUE klass;
     ID mid;
     int excluded;
+    int own;   /* hakari's own API: what it allocates is not the program's */
     int cfunc; /* seen through c_call/c_return */
 } hk_tmethod;
 
@@ -26,6 +27,17 @@ typedef struct hk_method_cache_entry {
     uint32_t index;
     int cfunc;
 } hk_method_cache_entry;
+
+/* one allocation site: the objects of one class made at one source line while one call-tree
+ * node was the innermost counted call (a root's node: outside every method) */
+typedef struct hk_talloc {
+    uint32_t node;
+    int32_t line;       /* the innermost Ruby frame's line; 0 when there is none */
+    VALUE klass, file;  /* the objects' real class; that frame's path (Qnil: none) */
+    uint64_t count, bytes;
+} hk_talloc;
+
+#define HK_ALLOC_CACHE 256 /* direct-mapped, power of two: a loop's sites in front of the table */
 
 /* the root of one call tree: a thread's or fiber's, or a shared one when merged */
 typedef struct hk_troot {
@@ -58,9 +70,22 @@ typedef struct hk_tracer {
     hk_u64_map context_ids;           /* fiber VALUE -> context index */
     hk_tcontext *cur;                 /* the context of the last event */
     uint64_t events, calls, dropped, unmatched_returns;
+    /* allocations: true (tracer_allocs.c) */
+    int in_event;                     /* the event hook runs: what it allocates is hakari's */
+    hk_talloc *allocs; size_t nallocs, allocs_cap;
+    hk_intern_table alloc_index;      /* (node, line, class, file) -> index in allocs */
+    uint32_t alloc_cache[HK_ALLOC_CACHE]; /* 1 + index, 0: empty */
+    uint64_t allocs_unseen;           /* objects made where no context was known yet, or no room */
 } hk_tracer;
 
 extern hk_tracer hk_the_tracer;
+
+/* tracer_allocs.c — ctx: GVL. The entry of a site, made on first sight (with malloc, never a
+ * Ruby object: the NEWOBJ hook calls it); NULL when out of memory. */
+hk_talloc *hk_tracer_alloc_site(hk_tracer *t, uint32_t node, int32_t line, VALUE klass, VALUE file);
+void hk_tracer_allocs_free(hk_tracer *t);
+void hk_tracer_allocs_mark(const hk_tracer *t);
+size_t hk_tracer_allocs_memsize(const hk_tracer *t);
 
 /* tracer_build.c — ctx: GVL, may allocate */
 VALUE hk_trace_method_label(VALUE klass, ID mid);

@@ -23,6 +23,8 @@ module Hakari
                                 (those of them still alive at stop, after a full GC: objects and bytes)
                                 or trace (every call counted: call tree, callers/callees, exact counts)
           --measure MEASURE     with -m trace: wall (default), cpu or allocations
+          --allocations         with -m trace: each method's objects by class and source line, counted
+                                beside the measure (the flat and graph reports' allocation table)
           -f, --frequency HZ    cpu and wall: samples per second, an integer from 1 to 10000 (default 1000)
           -i, --interval N      object: a sample every N allocated objects on average, 1 for every
                                 one (default 100); retained: every N-th object followed (default 1)
@@ -187,9 +189,11 @@ module Hakari
           profile.encode(:pprof | :collapsed | :text)   # => String
           Hakari.save("out.pb.gz", profile)             # format from the name's ending (as -o), or format: :text
           Hakari.start(mode: :trace, measure: :wall, exclude: ["Integer#times", /Kernel#/],
-                       threads: nil, exclude_threads: nil, merge_fibers: false, merge_threads: false) { work }
+                       threads: nil, exclude_threads: nil, merge_fibers: false, merge_threads: false,
+                       allocations: false) { work }
           Hakari.pause / Hakari.resume / Hakari.paused?   # tracing: the paused span is in no total
           profile.methods_table  # tracing: [{name:, calls:, self:, wait:, child:, total:, recursive:, callers:, callees:}]
+                                 # with allocations: true also allocations: [{class:, file:, line:, count:, bytes:}, ...]
           Hakari::MODES    # [:cpu, :wall, :object, :retained, :trace]
           Hakari::FORMATS  # [:pprof, :collapsed, :text, :flat, :graph, :callgrind, :dot]
           Bad values raise ArgumentError; starting twice raises RuntimeError.
@@ -199,6 +203,7 @@ module Hakari
           To profile without the CLI: RUBYOPT=-rhakari/autorun HAKARI_OUTPUT=out.pb.gz ruby app.rb
             HAKARI_MODE        cpu, wall, object, retained or trace (default cpu)
             HAKARI_MEASURE     with trace: wall, cpu or allocations
+            HAKARI_ALLOCATIONS with trace: 1 counts each method's objects by class and line (--allocations)
             HAKARI_FREQUENCY   Hz (default 1000)
             HAKARI_INTERVAL    object and retained: objects per sample (default 100; retained 1)
             HAKARI_OUTPUT      profile path (standalone default hakari.pb.gz, or named for HAKARI_FORMAT)

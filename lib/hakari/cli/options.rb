@@ -13,7 +13,7 @@ module Hakari
     # up front, so a bad value never gets as far as running the command.
     module Options
 
-      Parsed = Struct.new(:mode, :measure, :frequency, :interval, :output, :format, :print,
+      Parsed = Struct.new(:mode, :measure, :allocations, :frequency, :interval, :output, :format, :print,
                           :verbose, :report, :no_synthesize, :fork, :every, :argv, keyword_init: true)
 
       module_function
@@ -27,6 +27,9 @@ module Hakari
         raise UsageError, "#{name} needs a command to run (e.g. hakari #{name} ruby app.rb)" if rest.empty?
         if o.measure && o.mode != :trace
           raise UsageError, "--measure applies to -m trace (mode is #{o.mode})"
+        end
+        if o.allocations && o.mode != :trace
+          raise UsageError, "--allocations applies to -m trace (mode is #{o.mode}; -m object samples allocations)"
         end
         if o.no_synthesize && o.mode == :trace
           raise UsageError, "--no-synthesize applies to the sampling modes (tracing sees every call)"
@@ -94,6 +97,7 @@ module Hakari
         op.base.short.clear
         op.on("-m", "--mode MODE") { |v| o.mode = choice("mode", v, Hakari::MODES) }
         op.on("--measure MEASURE") { |v| o.measure = choice("measure", v, Hakari::MEASURES) }
+        op.on("--allocations") { o.allocations = true }
         op.on("-f", "--frequency HZ") { |v| o.frequency = parse_frequency(v) }
         op.on("-i", "--interval N") { |v| o.interval = parse_interval(v) }
         op.on("-o", "--output PATH") { |v| o.output = v }
