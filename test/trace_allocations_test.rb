@@ -128,6 +128,22 @@ class TraceAllocationsTest < Minitest::Test
     end
   end
 
+  def test_callgrind_carries_them_as_a_third_event
+    w = AllocationsWorkload.new
+    profile = Hakari.start(mode: :trace, allocations: true) do
+      w.arrays(2000)
+      w.strings(1000)
+    end
+    Dir.mktmpdir do |dir|
+      path = Hakari.save(File.join(dir, "callgrind.out.t"), profile)
+      out, err, st = Open3.capture3("callgrind_annotate", "--inclusive=yes", path)
+      assert st.success?, err
+      assert_match(/^Events recorded:\s+Wall_ns Wait_ns Alloc_objects$/, out)
+      assert_match(/^[\d,]+ \(100\.0%\)\s+0\s+3,000 \(100\.0%\)\s+PROGRAM TOTALS$/, out)
+      assert_match(/^[\d,]+ \([\d.]+%\)\s+0\s+2,000 \(66\.67%\)\s+\S+:AllocationsWorkload#arrays$/, out)
+    end
+  end
+
   def test_the_cli_counts_them_and_refuses_them_outside_trace
     Dir.mktmpdir do |dir|
       script = File.join(dir, "prog.rb")

@@ -404,6 +404,11 @@ static VALUE trace_counters(const hk_tracer_stats *ts)
     SET(h, "method_count", ULL2NUM(ts->method_count));
     SET(h, "thread_count", ULL2NUM(ts->context_count));
     SET(h, "unmatched_returns", ULL2NUM(ts->unmatched_returns));
+    if (ts->allocations) {
+        SET(h, "allocation_count", ULL2NUM(ts->allocation_count));
+        SET(h, "allocation_sites", ULL2NUM(ts->allocation_sites));
+        SET(h, "allocations_unseen", ULL2NUM(ts->allocations_unseen));
+    }
     return h;
 }
 

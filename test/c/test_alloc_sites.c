@@ -10,6 +10,7 @@
 
 #include "alloc_fail.h"
 #include "alloc_sites.h"
+#include "callgrind_encode.h"
 #include "check.h"
 #include "flat_report.h"
 #include "graph_report.h"
@@ -159,6 +160,25 @@ static void test_reports_show_the_section(void)
     hk_profile_free(f.p);
 }
 
+/* callgrind's third event: each method's own objects, and each call's inclusive ones */
+static void test_callgrind_column(void)
+{
+    hk_profile *p = workload();
+    hk_buf b;
+    hk_buf_init(&b);
+    CHECK_INT(hk_callgrind_encode(p, &b), 0);
+    hk_buf_putc(&b, '\0');
+    const char *t = (const char *)b.data;
+    CHECK_CONTAINS(t, "events: Wall_ns Wait_ns Alloc_objects\nsummary: 38000000 0 1651\n");
+    /* make: 1050 of its own at its line 10; main -> make (4 calls on two threads): 1350 inclusive */
+    CHECK_CONTAINS(t, "fn=(1) main\n1 11000000 0 300\ncfl=(1)\ncfn=(2) make\ncalls=4 10\n1 27000000 0 1350\n");
+    CHECK_CONTAINS(t, "fn=(2)\n10 22000000 0 1050\ncfl=(2) <cfunc>\ncfn=(3) Array#map\ncalls=3 0\n10 5000000 0 300\n");
+    CHECK_CONTAINS(t, "fn=(4) [no stack]\n0 0 0 1\n");
+    CHECK_CONTAINS(t, "totals: 38000000 0 1651\n");
+    hk_buf_free(&b);
+    hk_profile_free(p);
+}
+
 static void test_under_failed_allocation(void)
 {
     hk_profile *p = workload();
@@ -189,6 +209,7 @@ int main(void)
 {
     RUN(test_collect_sums_and_orders);
     RUN(test_reports_show_the_section);
+    RUN(test_callgrind_column);
     RUN(test_under_failed_allocation);
     return check_done();
 }

@@ -19,7 +19,7 @@ B=build/tools
 SRC=../../ext/hakari
 mkdir -p "$B"
 CORE="core/buf core/u64_map core/intern_table core/strtab core/profile core/protobuf format/pprof_encode
-      format/pprof_decode core/calltree format/flat_report format/graph_report format/callgrind_encode format/dot_encode"
+      format/pprof_decode core/calltree format/flat_report format/graph_report format/alloc_sites format/callgrind_encode format/dot_encode"
 ${CC:-gcc} -std=c11 -Wall -Wextra -Werror -g -fsanitize=address,undefined -fno-sanitize-recover=all \
     -I"$SRC/core" -I"$SRC/format" report_driver.c fixture.c $(for c in $CORE; do echo "$SRC/$c.c"; done) -lz \
     -o "$B/report_driver" || exit 2

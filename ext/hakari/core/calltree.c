@@ -133,6 +133,7 @@ static int insert(builder *b, size_t i, char *err, size_t errlen)
     n->calls = hk_add_sat(n->calls, value(p, i, ct->calls_vi));
     n->self = hk_add_sat(n->self, value(p, i, ct->self_vi));
     n->wait = hk_add_sat(n->wait, value(p, i, ct->wait_vi));
+    n->alloc = hk_add_sat(n->alloc, value(p, i, ct->alloc_vi));
     return 0;
 }
 
@@ -142,6 +143,7 @@ static void sum_subtrees(hk_calltree *ct)
     for (size_t i = 0; i < ct->nnodes; i++) {
         nd[i].total = hk_add_sat(nd[i].self, nd[i].wait);
         nd[i].wait_total = nd[i].wait;
+        nd[i].alloc_total = nd[i].alloc;
     }
     /* backwards, so each child list comes out in creation order */
     for (size_t i = ct->nnodes; i-- > 0;) {
@@ -151,6 +153,7 @@ static void sum_subtrees(hk_calltree *ct)
         nd[up].first_child = (uint32_t)i;
         nd[up].total = hk_add_sat(nd[up].total, nd[i].total);
         nd[up].wait_total = hk_add_sat(nd[up].wait_total, nd[i].wait_total);
+        nd[up].alloc_total = hk_add_sat(nd[up].alloc_total, nd[i].alloc_total);
         if (ct->sampling) nd[up].calls = hk_add_sat(nd[up].calls, nd[i].calls);
     }
 }
@@ -307,6 +310,8 @@ static void setup(builder *b, const hk_profile *p)
     ct->self_vi = pick_self(p);
     ct->wait_vi = hk_profile_find_value(p, "wait");
     if (ct->wait_vi == ct->self_vi) ct->wait_vi = -1;
+    ct->alloc_vi = hk_profile_find_value(p, "alloc_objects");
+    if (ct->sampling || ct->alloc_vi == ct->self_vi) ct->alloc_vi = -1; /* object mode's is its measure */
     ct->ns = strcmp(hk_profile_str(p, p->sample_types[ct->self_vi].unit), "nanoseconds") == 0;
     ct->nmethods = p->nfunctions;
     for (uint32_t s = 1; s < p->strings.count; s++) {

@@ -39,6 +39,7 @@ typedef struct hk_ct_node {
     int64_t self, wait;
     int64_t total;                     /* self + wait + children's totals */
     int64_t wait_total;                /* wait in the subtree */
+    int64_t alloc, alloc_total;        /* a trace's objects counted here, and in the subtree (alloc_vi) */
 } hk_ct_node;
 
 typedef struct hk_ct_method {
@@ -61,6 +62,7 @@ typedef struct hk_ct_edge {
 typedef struct hk_calltree {
     const hk_profile *profile;
     int calls_vi, self_vi, wait_vi;    /* value indexes, -1 when absent */
+    int alloc_vi;                      /* a trace's alloc_objects (allocations: true), else -1 */
     int sampling;                      /* counts are samples, not calls */
     int ns;                            /* the measure is in nanoseconds */
     hk_ct_node *nodes; size_t nnodes;

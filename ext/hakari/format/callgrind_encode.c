@@ -17,11 +17,11 @@
 #include "intern_table.h"
 #include "u64_map.h"
 
-typedef struct cost { int64_t self, wait; int used; } cost;
+typedef struct cost { int64_t self, wait, alloc; int used; } cost;
 typedef struct site { uint32_t func, loc; int64_t line; } site; /* a used location */
 typedef struct call {
     uint32_t caller_func, caller_loc, callee;
-    int64_t caller_line, calls, self, wait;
+    int64_t caller_line, calls, self, wait, alloc;
 } call;
 
 typedef struct enc {
@@ -115,10 +115,11 @@ static int mark_shared_names(enc *e)
     return 0;
 }
 
-static void put_cost(enc *e, int64_t line, int64_t self, int64_t wait)
+static void put_cost(enc *e, int64_t line, int64_t self, int64_t wait, int64_t alloc)
 {
     hk_buf_printf(e->out, "%" PRId64 " %" PRId64, line_of(line), clamp(self));
     if (e->ct->wait_vi >= 0) hk_buf_printf(e->out, " %" PRId64, clamp(wait));
+    if (e->ct->alloc_vi >= 0) hk_buf_printf(e->out, " %" PRId64, clamp(alloc));
     hk_buf_putc(e->out, '\n');
 }
 
@@ -133,7 +134,7 @@ static void put_event(hk_buf *out, const char *type, int ns)
     if (ns) hk_buf_puts(out, "_ns");
 }
 
-static void header(enc *e, int64_t self, int64_t wait)
+static void header(enc *e, int64_t self, int64_t wait, int64_t alloc)
 {
     const hk_calltree *ct = e->ct;
     hk_buf *out = e->out;
@@ -145,8 +146,10 @@ static void header(enc *e, int64_t self, int64_t wait)
         hk_buf_putc(out, ' ');
         put_event(out, "wait", ct->ns);
     }
+    if (ct->alloc_vi >= 0) hk_buf_puts(out, " Alloc_objects");
     hk_buf_printf(out, "\nsummary: %" PRId64, self);
     if (ct->wait_vi >= 0) hk_buf_printf(out, " %" PRId64, wait);
+    if (ct->alloc_vi >= 0) hk_buf_printf(out, " %" PRId64, alloc);
     hk_buf_puts(out, "\n\n");
 }
 
@@ -160,7 +163,7 @@ static void body(enc *e)
         put_fn(e, "fn", f);
         for (; s < e->nsites && e->sites[s].func == f; s++) {
             const cost *k = &e->cost[e->sites[s].loc];
-            put_cost(e, e->sites[s].line, k->self, k->wait);
+            put_cost(e, e->sites[s].line, k->self, k->wait, k->alloc);
         }
         for (; c < e->ncalls && e->calls[c].caller_func == f; c++) {
             const call *k = &e->calls[c];
@@ -170,7 +173,7 @@ static void body(enc *e)
             /* a count of 0 would make the reader take the cost line for self cost */
             hk_buf_printf(e->out, "calls=%" PRId64 " %" PRId64 "\n", k->calls > 0 ? k->calls : 1,
                           line_of(to->start_line));
-            put_cost(e, k->caller_line, k->self, k->wait);
+            put_cost(e, k->caller_line, k->self, k->wait, k->alloc);
         }
         hk_buf_putc(e->out, '\n');
     }
@@ -184,7 +187,8 @@ static int collect_call(enc *e, hk_u64_map *index, const hk_ct_node *n)
     int64_t calls = ct->sampling && !n->outer ? 0 : n->calls;
     int64_t self = n->outer ? hk_calltree_sub(n->total, n->wait_total) : 0;
     int64_t wait = n->outer ? n->wait_total : 0;
-    if (calls <= 0 && self <= 0 && wait <= 0) return 0;
+    int64_t alloc = n->outer ? n->alloc_total : 0;
+    if (calls <= 0 && self <= 0 && wait <= 0 && alloc <= 0) return 0;
     uint64_t key = (uint64_t)up->loc << 32 | n->func;
     uint32_t i;
     if (!hk_u64_map_get(index, key, &i)) {
@@ -197,12 +201,13 @@ static int collect_call(enc *e, hk_u64_map *index, const hk_ct_node *n)
         }
         if (hk_u64_map_put(index, key, (uint32_t)e->ncalls) < 0) return -1;
         i = (uint32_t)e->ncalls++;
-        e->calls[i] = (call){up->func, up->loc, n->func, hk_profile_loc(e->p, up->loc)->line, 0, 0, 0};
+        e->calls[i] = (call){up->func, up->loc, n->func, hk_profile_loc(e->p, up->loc)->line, 0, 0, 0, 0};
     }
     call *k = &e->calls[i];
     k->calls = hk_add_sat(k->calls, calls);
     k->self = hk_add_sat(k->self, self);
     k->wait = hk_add_sat(k->wait, wait);
+    k->alloc = hk_add_sat(k->alloc, alloc);
     return 0;
 }
 
@@ -216,6 +221,7 @@ static int collect(enc *e, cost *nostack)
         cost *k = n->parent == HK_CT_NONE ? nostack : &e->cost[n->loc];
         k->self = hk_add_sat(k->self, n->self);
         k->wait = hk_add_sat(k->wait, n->wait);
+        k->alloc = hk_add_sat(k->alloc, n->alloc);
         if (n->parent == HK_CT_NONE) continue;
         if (!k->used) {
             k->used = 1;
@@ -246,26 +252,28 @@ int hk_callgrind_encode(const hk_profile *p, hk_buf *out)
     e.shared = calloc(p->nfunctions + 1, 1);
     e.cost = calloc(p->nlocations + 1, sizeof(*e.cost));
     e.sites = malloc((p->nlocations + 1) * sizeof(*e.sites));
-    cost nostack = {0, 0, 0};
+    cost nostack = {0, 0, 0, 0};
     if (!e.file_ids || !e.fn_ids || !e.shared || !e.cost || !e.sites || mark_shared_names(&e) < 0 ||
         collect(&e, &nostack) < 0)
         goto fail;
 
-    int64_t self = clamp(nostack.self), wait = clamp(nostack.wait);
+    int64_t self = clamp(nostack.self), wait = clamp(nostack.wait), alloc = clamp(nostack.alloc);
     for (size_t s = 0; s < e.nsites; s++) {
         self = hk_add_sat(self, clamp(e.cost[e.sites[s].loc].self));
         wait = hk_add_sat(wait, clamp(e.cost[e.sites[s].loc].wait));
+        alloc = hk_add_sat(alloc, clamp(e.cost[e.sites[s].loc].alloc));
     }
-    header(&e, self, wait);
+    header(&e, self, wait, alloc);
     body(&e);
-    if (nostack.self > 0 || nostack.wait > 0) {
+    if (nostack.self > 0 || nostack.wait > 0 || nostack.alloc > 0) {
         hk_buf_printf(out, "fl=(%" PRIu32 ") ???\n", ++e.nfile);
         put_fn(&e, "fn", 0);
-        put_cost(&e, 0, nostack.self, nostack.wait);
+        put_cost(&e, 0, nostack.self, nostack.wait, nostack.alloc);
         hk_buf_putc(out, '\n');
     }
     hk_buf_printf(out, "totals: %" PRId64, self);
     if (e.ct->wait_vi >= 0) hk_buf_printf(out, " %" PRId64, wait);
+    if (e.ct->alloc_vi >= 0) hk_buf_printf(out, " %" PRId64, alloc);
     hk_buf_putc(out, '\n');
     rc = hk_buf_ok(out) ? 0 : -1;
 fail:

@@ -1,9 +1,11 @@
 /* callgrind_encode.h — a profile -> callgrind.out text, as read by KCachegrind
  * and callgrind_annotate.
  *
- *   events: <Measure>[_ns] [Wait[_ns]]   self cost without wait, then wait
+ *   events: <Measure>[_ns] [Wait[_ns]] [Alloc_objects]
+ *                                        self cost without wait, then wait, then a
+ *                                        trace's objects (allocations: true)
  *   fl=(n) file / fn=(n) name            names compressed: text once, then (n)
- *   LINE SELF [WAIT]                     per location line of the function
+ *   LINE SELF [WAIT] [ALLOC]             per location line of the function
  *   cfl= / cfn= / calls=COUNT TARGETLINE, then "LINE INCLUSIVE…" at the
  *                                        caller's line, per call site
  *   summary: / totals:                   the sums of the self cost lines

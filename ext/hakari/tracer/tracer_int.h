@@ -37,7 +37,7 @@ typedef struct hk_talloc {
     uint64_t count, bytes;
 } hk_talloc;
 
-#define HK_ALLOC_CACHE 256 /* direct-mapped, power of two: a loop's sites in front of the table */
+#define HK_ALLOC_CACHE 4096 /* direct-mapped, power of two: the sites a program revisits, in front of the table */
 
 /* the root of one call tree: a thread's or fiber's, or a shared one when merged */
 typedef struct hk_troot {
