@@ -8,7 +8,9 @@
 # variant's slowdown is the median over rounds of its time / that round's unprofiled time, with
 # its 95 % confidence interval (bench/paired_stats.rb). Reported too: what counting allocations
 # adds to each profiler's own trace (the same rounds' ratio of the two), the objects each counted
-# (the program's allocations, read from GC.stat, beside them) and hakari's distinct sites.
+# (the program's allocations, read from GC.stat, beside them), and the two profilers' counts per
+# (class, file, line): the two give a C method's objects to different methods (hakari to the C
+# method, as its time; ruby-prof to the Ruby method that called it), but at the same line.
 #
 #   ruby bench/trace_allocations.rb      (builds hakari if needed)
 # Env: HAKARI_TRACE_RUNS (rounds, default 11, at least 5)
@@ -46,15 +48,18 @@ def run_variant(variant, work)
   end
 end
 
-# objects counted, and (hakari) distinct sites; read after the timed part
+# objects counted, sites, and the objects per "class file:line"; read after the timed part
 def counted(variant, result)
+  by_line = Hash.new(0)
   case variant
   when "hakari_alloc"
     sites = result.methods_table.flat_map { |m| m[:allocations] }
-    { objects: sites.sum { |s| s[:count] }, sites: result.counters[:allocation_sites] || sites.size }
+    sites.each { |s| by_line["#{s[:class]} #{s[:file]}:#{s[:line]}"] += s[:count] }
+    { objects: sites.sum { |s| s[:count] }, sites: result.counters[:allocation_sites], by_line: by_line }
   when "ruby_prof_alloc"
     all = result.threads.flat_map { |t| t.methods.flat_map(&:allocations) }
-    { objects: all.sum(&:count), sites: all.size }
+    all.each { |a| by_line["#{a.klass_name} #{a.source_file}:#{a.line}"] += a.count }
+    { objects: all.sum(&:count), sites: all.size, by_line: by_line }
   else {}
   end
 end
@@ -113,6 +118,24 @@ def parent
                 LABELS[v], last[:objects], last[:sites], last[:allocated])
   end
   puts "  unprofiled run allocated #{runs['unprofiled'].last[:allocated]} objects"
+  compare_lines(runs["hakari_alloc"].last[:by_line], runs["ruby_prof_alloc"].last[:by_line])
+end
+
+# ruby-prof names Ruby's objects without a class "[global]"; hakari does not count them
+def compare_lines(hakari, ruby_prof)
+  h = Hash.new(0).merge(hakari)
+  r = Hash.new(0).merge(ruby_prof)
+  keys = h.keys | r.keys
+  differ = keys.reject { |k| h[k] == r[k] }
+  classless = differ.select { |k| k.to_s.start_with?("[global] ") }
+  rest = differ - classless
+  puts format("  per (class, file, line), last round: %d of %d sites identical; ruby-prof's classless objects " \
+              "(\"[global]\", not counted by hakari) at %d sites, %d objects; the other %d sites differ by %d objects:",
+              keys.size - differ.size, keys.size, classless.size, classless.sum { |k| r[k] }, rest.size,
+              rest.sum { |k| (h[k] - r[k]).abs })
+  rest.sort_by { |k| -(h[k] - r[k]).abs }.first(8).each do |k|
+    puts format("    %-80s hakari %7d  ruby-prof %7d", k.to_s.sub(%r{\S*/gems/}, ""), h[k], r[k])
+  end
 end
 
 ARGV[0] == "--child" ? child(ARGV[1]) : parent
