@@ -8,7 +8,7 @@
 # call/return/c_call/c_return (what the VM charges any such tracer before it does
 # any work), the same hook reading clock_gettime, and one reading the TSC (the
 # clock hakari's wall measure reads where the kernel trusts it); hakari trace
-# (measure: :wall); ruby-prof (RubyProf.profile, its default wall measure).
+# (measure: :wall); ruby-prof (RubyProf::Profile.new.profile, its default wall measure).
 #
 # Every run is a fresh `ruby` process, so no variant inherits another's heap,
 # caches or hooks. Rounds run every variant once, in a rotating order, so machine
@@ -74,7 +74,7 @@ def run_variant(variant, work)
       HookFloor.stop
     end
   when "hakari" then Hakari.start(mode: :trace, measure: :wall) { work.call }
-  when "ruby_prof" then RubyProf.profile { work.call } # a plain block: ruby-prof yields the profile
+  when "ruby_prof" then RubyProf::Profile.new.profile { work.call } # RubyProf.profile is gone from ruby-prof 2
   end
 end
 
@@ -88,7 +88,7 @@ def call_counts(variant, result)
     result.threads.each do |t|
       t.methods.each do |m|
         # ruby-prof's root, and the method it finds already running when it starts
-        # (the caller of RubyProf.profile): neither is a call the workload made
+        # (the caller of its profile method): neither is a call the workload made
         next if ["[global]#", "Object#run_variant"].include?(m.full_name)
         counts[m.full_name.sub(/\A<(?:Class|Module)::(.+?)>#/, '\1.')] += m.called
       end

@@ -83,6 +83,9 @@ class TraceAllocationsTest < Minitest::Test
     assert_equal [WORKLOAD], files - [__FILE__]
     counts = profile.methods_table.flat_map { |m| m[:allocations] }.select { |s| s[:file] == __FILE__ }
     assert_equal ["AllocationsWorkload"], counts.map { |s| s[:class] }.uniq, "only the block's own object: #{counts}"
+    # nor are hakari's own calls (Hakari.stop's, before the engine stops)
+    assert_equal %w[AllocationsWorkload#strings Class#new Integer#+ Integer#<],
+                 profile.methods_table.map { |m| m[:name] }.reject { |n| n.start_with?("BasicObject#initialize") }.sort
   end
 
   def test_safe_under_gc_compact_and_gc_stress

@@ -175,7 +175,8 @@ static VALUE native_stop(int argc, VALUE *argv, VALUE mod)
 {
     VALUE gc = argc > 0 ? argv[0] : Qnil;
     if (argc > 1) rb_error_arity(argc, 0, 1);
-    if (!NIL_P(gc)) Check_Type(gc, T_HASH);
+    if (!NIL_P(gc) && !RB_TYPE_P(gc, T_HASH))
+        rb_raise(rb_eArgError, "gc_stat_into must be a Hash, not %+" PRIsVALUE, gc);
     hk_sampler_stats st;
     hk_tracer_stats ts;
     hk_profile *p;
