@@ -443,7 +443,9 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
     T.start_tsc = hk_tsc();
     session_gen++;
     T.running = 1;
+    T.in_event = 1; /* the measure's first read may make objects (GC.stat's keys, once): hakari's */
     hk_tcontext *c = context_of(rb_fiber_current());
+    T.in_event = 0;
     if (!c) {
         T.running = 0;
         rb_remove_event_hook(trace_hook);
