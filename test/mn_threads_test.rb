@@ -41,4 +41,30 @@ class MNThreadsTest < Minitest::Test
       assert_equal !env["RUBY_MN_THREADS"].nil? && RUBY_VERSION >= "3.3", timer.include?("M:N"), what
     end
   end
+
+  # Tracing under M:N threads: threads taking turns on one native thread, with no event between
+  # them, each keep their own call tree and their own objects.
+  TRACE_SCRIPT = <<~'RUBY'
+    require "hakari"
+    def a_work(n) = n.times { [1] }
+    def b_work(n) = n.times { "x" + "y" }
+    data = Hakari.start(mode: :trace, allocations: true) do
+      Array.new(4) { |i| Thread.new { 20.times { i.even? ? a_work(100) : b_work(100); Thread.pass } } }.each(&:join)
+    end
+    per_thread = data[:samples].group_by { _4 }.transform_values { |rows| rows.flat_map { |r| r[0].map(&:first) }.grep(/_work/).uniq }
+    puts per_thread.values.reject(&:empty?).map { |names| names.join(",") }.sort.join(" ")
+    puts data.methods_table.select { |m| m[:name].start_with?("Integer#times") }.flat_map { |m| m[:allocations] }
+             .map { |s| "#{s[:class]}:#{s[:count]}" }.sort.join(" ")
+  RUBY
+
+  def test_trace_keeps_each_thread_s_calls_and_objects_under_mn_threads
+    [{ "RUBY_MN_THREADS" => "1" }, { "RUBY_MN_THREADS" => nil }].each do |env|
+      out, err, status = Open3.capture3(env, RbConfig.ruby, "-I", ENGINE_LIB, "-e", TRACE_SCRIPT)
+      assert status.success?, "the profiled program died (#{status.inspect}): #{err}"
+      trees, objects = out.lines.map(&:chomp)
+      assert_equal "Object#a_work Object#a_work Object#b_work Object#b_work", trees, env.inspect
+      # the blocks' objects: 2 threads x 20 x 100 Arrays, and 2 String literals each time (the sum is String#+'s)
+      assert_equal "Array:4000 String:8000", objects, env.inspect
+    end
+  end
 end

@@ -30,10 +30,13 @@ hk_tracer hk_the_tracer;
 static VALUE sym_total_allocated_objects;
 
 /* The context current on this native thread, valid while gen matches the
- * session's: a thread's events then find their context with one TLS read
- * instead of asking the VM for the current fiber. Fiber switches, which keep
- * the native thread, update it from the FIBER_SWITCH event. (Ruby threads are
- * native threads here; a VM running M:N threads must not use this path.) */
+ * session's and its thread is the current one: a thread's events then find
+ * their context with one TLS read instead of asking the VM for the current
+ * fiber. Fiber switches, which keep the native thread, update it from the
+ * FIBER_SWITCH event. Under M:N threads (3.3+, RUBY_MN_THREADS=1) several
+ * Ruby threads take turns on one native thread with no event between them:
+ * the thread check sends such a turn to the slow path (its events had gone
+ * to the other thread's call tree). */
 static __thread struct { uint64_t gen; hk_tcontext *ctx; } tls __attribute__((tls_model("initial-exec")));
 static uint64_t session_gen;
 
@@ -186,12 +189,22 @@ static hk_tcontext *new_context(VALUE fiber)
 static hk_tcontext *context_of(VALUE fiber)
 {
     uint32_t i;
-    hk_tcontext *c = hk_u64_map_get(&T.context_ids, (uint64_t)fiber, &i) ? T.contexts[i] : new_context(fiber);
+    int known = hk_u64_map_get(&T.context_ids, (uint64_t)fiber, &i);
+    hk_tcontext *c = known ? T.contexts[i] : new_context(fiber);
     if (c) {
         tls.ctx = c;
         tls.gen = session_gen;
+        /* for the NEWOBJ hook, which cannot ask for the current fiber (that may allocate) */
+        hk_u64_map_put(&T.thread_context, (uint64_t)c->thread, known ? i : (uint32_t)T.ncontexts - 1);
     }
     return c;
+}
+
+/* this native thread's context when it is the current thread's, else NULL */
+static inline hk_tcontext *cached_context(void)
+{
+    hk_tcontext *c = tls.gen == session_gen ? tls.ctx : NULL;
+    return c && c->thread == rb_thread_current() ? c : NULL;
 }
 
 /* Another context than the last event's: the old one is switched out, the
@@ -302,7 +315,9 @@ static void newobj_hook(VALUE tpval, void *data)
 {
     (void)data;
     if (!T.running || T.paused || T.in_event) return;
-    hk_tcontext *c = tls.gen == session_gen ? tls.ctx : NULL;
+    hk_tcontext *c = cached_context();
+    uint32_t i;
+    if (!c && hk_u64_map_get(&T.thread_context, (uint64_t)rb_thread_current(), &i)) c = T.contexts[i];
     if (!c) { /* a thread before its first event: its context cannot be made here (that may allocate) */
         T.allocs_unseen++;
         return;
@@ -367,7 +382,8 @@ static void trace_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE
     }
     /* what the hook allocates (an excluded method's label) is hakari's, not the program's */
     T.in_event = 1;
-    hk_tcontext *c = tls.gen == session_gen ? tls.ctx : context_of(rb_fiber_current());
+    hk_tcontext *c = cached_context();
+    if (!c) c = context_of(rb_fiber_current());
     if (c && c != T.cur) switch_context(c);
     if (c && !c->ignored) {
         T.events++;
@@ -397,6 +413,7 @@ static void free_state(void)
     hk_intern_free(&T.method_index);
     hk_u64_map_free(&T.children);
     hk_u64_map_free(&T.context_ids);
+    hk_u64_map_free(&T.thread_context);
     hk_tracer_allocs_free(&T);
     int forked = T.forked;
     memset(&T, 0, sizeof(T));
@@ -556,7 +573,8 @@ size_t hk_tracer_memsize(void)
 {
     size_t n = T.nodes_cap * sizeof(hk_tnode) + T.methods_cap * sizeof(hk_tmethod) +
                hk_intern_memsize(&T.method_index) + hk_u64_map_memsize(&T.children) +
-               hk_u64_map_memsize(&T.context_ids) + hk_tracer_allocs_memsize(&T);
+               hk_u64_map_memsize(&T.context_ids) + hk_u64_map_memsize(&T.thread_context) +
+               hk_tracer_allocs_memsize(&T);
     for (size_t i = 0; i < T.ncontexts; i++) n += sizeof(hk_tcontext) + T.contexts[i]->cap * sizeof(hk_tframe);
     return n;
 }

@@ -68,6 +68,7 @@ typedef struct hk_tracer {
     hk_troot *roots; size_t nroots, roots_cap;
     hk_tcontext **contexts; size_t ncontexts, contexts_cap;
     hk_u64_map context_ids;           /* fiber VALUE -> context index */
+    hk_u64_map thread_context;        /* thread VALUE -> index of the context its events ran in last */
     hk_tcontext *cur;                 /* the context of the last event */
     uint64_t events, calls, dropped, unmatched_returns;
     /* allocations: true (tracer_allocs.c) */
