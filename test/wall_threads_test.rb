@@ -93,7 +93,7 @@ class WallThreadsTest < Minitest::Test
     parked.each(&:join)
     totals = per_thread(data)
     mine = data[:samples].find { |frames, *| frames.any? { |f| f[0] == "Workloads.spin" } }[3]
-    assert_in_delta data[:duration_ns], totals[mine], 3_000_000, "the main thread"
+    assert_in_delta data[:duration_ns], totals[mine], 3_000_000, "the main thread: #{totals} #{data.counters}"
     # minitest's own threads may be waiting too: the parked ones are those in #park
     waits = data[:samples].select { |frames, *| frames.any? { |f| f[0] == "WallThreadsTest#park" } }.group_by { |s| s[3] }
     assert_equal 3, waits.size, "one stack for each parked thread"

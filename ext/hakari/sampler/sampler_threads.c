@@ -147,7 +147,13 @@ static void register_existing_threads(void)
 {
     VALUE cur = rb_thread_current();
     VALUE list = rb_funcall(rb_cThread, rb_intern("list"), 0);
-    hk_thread *t = hk_sampler_thread_add(cur, S.mn ? hk_mn_cpu_now(cur) : hk_clock_ns(hk_sampler_mode_clock()));
+    /* In wall mode every thread's time begins where the session's does, this one's too: read
+     * here, its baseline would leave out a preemption during start's work since (4-9 ms on a
+     * loaded sanitizer run, one of the OS's time slices) */
+    int64_t from = S.cfg.mode == HK_MODE_WALL ? S.start_mono_ns
+                   : S.mn                     ? hk_mn_cpu_now(cur)
+                                              : hk_clock_ns(hk_sampler_mode_clock());
+    hk_thread *t = hk_sampler_thread_add(cur, from);
     if (t) t->tid = hk_gettid();
     for (long i = 0; i < RARRAY_LEN(list); i++) {
         VALUE th = RARRAY_AREF(list, i);
