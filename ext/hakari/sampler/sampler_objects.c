@@ -62,8 +62,7 @@ static struct {
  * entries, included modules' proxies, hidden objects without a class). */
 static uint32_t class_index(VALUE obj)
 {
-    int type = RB_BUILTIN_TYPE(obj);
-    VALUE klass = type == T_IMEMO || type == T_ICLASS || type == T_NODE ? 0 : rb_class_real(RBASIC_CLASS(obj));
+    VALUE klass = hk_new_object_class(obj);
     if (!klass) return HK_CLASS_INTERNAL;
     uint32_t index;
     if (hk_u64_map_get(&O.index_of, (uint64_t)klass, &index)) return index;

@@ -27,6 +27,11 @@
  * Reads the slot's page header: no allocation. */
 uint32_t hk_heap_slot_bytes(VALUE obj);
 
+/* ctx: GVL, in a NEWOBJ hook. The class a new object is counted under: its real class (not a
+ * singleton's), or 0 for the VM's internal objects (imemos, iclasses, nodes), whose class
+ * field holds no class of the program's. */
+VALUE hk_new_object_class(VALUE obj);
+
 /* Which walker to use: the fastest that passes its self-check, rb_profile_frames
  * alone (HAKARI_STACK_WALK=ruby), or both at every sample (HAKARI_STACK_WALK=verify). */
 typedef enum { HK_WALK_AUTO = 0, HK_WALK_RUBY = 1, HK_WALK_VERIFY = 2 } hk_walk_choice;

@@ -74,6 +74,12 @@ uintptr_t hk_stack_walk_read_leaf(const void *slot)
 size_t rb_gc_obj_slot_size(VALUE obj); /* exported by libruby 3.3+, declared in none of its public headers */
 #endif
 
+VALUE hk_new_object_class(VALUE obj)
+{
+    int type = RB_BUILTIN_TYPE(obj);
+    return type == T_IMEMO || type == T_ICLASS || type == T_NODE ? 0 : rb_class_real(RBASIC_CLASS(obj));
+}
+
 uint32_t hk_heap_slot_bytes(VALUE obj)
 {
 #ifdef HAVE_RB_GC_OBJ_SLOT_SIZE

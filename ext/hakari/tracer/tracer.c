@@ -325,8 +325,7 @@ static void newobj_hook(VALUE tpval, void *data)
     if (c->ignored || (c->depth && T.methods[c->stack[c->depth - 1].method].own)) return;
     rb_trace_arg_t *ta = rb_tracearg_from_tracepoint(tpval);
     VALUE obj = rb_tracearg_object(ta);
-    int type = RB_BUILTIN_TYPE(obj);
-    VALUE klass = type == T_IMEMO || type == T_ICLASS || type == T_NODE ? 0 : rb_class_real(RBASIC_CLASS(obj));
+    VALUE klass = hk_new_object_class(obj);
     if (!klass) return;
     VALUE file = rb_tracearg_path(ta);
     int32_t line = NIL_P(file) ? 0 : (int32_t)FIX2INT(rb_tracearg_lineno(ta));
@@ -353,7 +352,6 @@ static void newobj_stop(void)
 {
     if (tracepoint) rb_tracepoint_disable(tracepoint);
 }
-
 
 /* ctx: GVL — RUBY_EVENT_FIBER_SWITCH in the fiber switched to, and
  * RUBY_EVENT_THREAD_BEGIN in a new thread (whose native thread may be a reused
