@@ -31,7 +31,10 @@ class PprofTest < Minitest::Test
       assert_match(/^Type: cpu$/, top)
       row = top.lines.find { |l| l.end_with?(" Object#fib\n") }
       refute_nil row, top
-      flat_pct = row.split[1].to_f
+      # fib's own time, with the Integer operators it runs through specialized instructions where
+      # those are shown as frames of their own (17 % of it on a loaded sanitizer run)
+      ops = top.lines.select { |l| l =~ / Integer#[<+-]$/ }
+      flat_pct = row.split[1].to_f + ops.sum { |l| l.split[1].to_f }
       assert_operator flat_pct, :>=, 85.0, top
       first = top.lines.find { |l| l =~ /^\s*[\d.]+(?:[nuµm]?s|mins|hrs)\s/ } # pprof scales ns to ns/us/ms/s
       assert_match(/Object#fib$/, first.to_s, "fib is the first row:\n#{top}")
