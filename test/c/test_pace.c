@@ -24,6 +24,8 @@ typedef struct sim {
     int reads;          /* of the watched clock */
     int reads_at_leaf;  /* reads done when before_tick came */
     int64_t ended_at;   /* the watched thread ended then: its clock reads -1 (0: never) */
+    int ready;          /* off CPU, it waits for a core (preempted), not in a call that blocked */
+    int ready_asks;     /* how often the pacer asked */
 } sim;
 
 static int64_t cpu_at(const sim *s, int64_t t)
@@ -54,6 +56,12 @@ static int64_t sim_others(void *ctx, int64_t watched)
     sim *s = ctx;
     return s->now * s->others_rate_pct / 100;
 }
+static int sim_runnable(void *ctx, clockid_t c)
+{
+    sim *s = ctx;
+    s->ready_asks++;
+    return c == WATCHED ? s->ready : -1;
+}
 static void sim_before_tick(void *ctx)
 {
     sim *s = ctx;
@@ -67,7 +75,7 @@ typedef struct run_result { int ticks, running, blocked, stale, misordered; int6
 static run_result run(sim *s, int64_t from, int64_t to, int64_t late_at, int64_t late)
 {
     hk_pacer p = hk_pace_new();
-    const hk_pace_reader r = {sim_wall, sim_cpu, sim_others, sim_before_tick, s};
+    const hk_pace_reader r = {sim_wall, sim_cpu, sim_others, sim_before_tick, s, sim_runnable};
     run_result res = {0, 0, 0, 0, 0, -1, -1};
     s->now = from;
     while (s->now < to) {
@@ -93,7 +101,7 @@ static run_result run(sim *s, int64_t from, int64_t to, int64_t late_at, int64_t
 static void test_running_thread_ticks_once_per_period_of_cpu(void)
 {
     const span spans[] = {{100 * MS, 1}};
-    sim s = {spans, 1, 0, 0, 0, 0, 0};
+    sim s = {spans, 1, 0, 0, 0, 0, 0, 0, 0};
     run_result r = run(&s, 0, 100 * MS, -1, 0);
     CHECK_MSG(r.ticks >= 98 && r.ticks <= 101, "%d ticks in 100 ms of CPU at 1000 Hz", r.ticks);
     CHECK_INT(r.running, r.ticks);
@@ -106,17 +114,17 @@ static void test_running_thread_ticks_once_per_period_of_cpu(void)
 static void test_no_tick_while_the_thread_sleeps(void)
 {
     const span spans[] = {{MS / 2, 1}, {100 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0, 0, 0};
+    sim s = {spans, 2, 0, 0, 0, 0, 0, 0, 0};
     run_result r = run(&s, 0, 100 * MS, -1, 0);
     CHECK_INT(r.ticks, 0); /* half a period of CPU, then sleep: nothing is due */
 }
 
 /* The thread runs for run_for, then blocks for good; the worker's look that
  * comes after half a period is `late` late. The state of the one tick, or -1. */
-static int state_after_block(int64_t run_for, int64_t late, int *misordered)
+static int state_after_off_cpu(int64_t run_for, int64_t late, int ready, int *misordered)
 {
     const span spans[] = {{run_for, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0, 0, 0};
+    sim s = {spans, 2, 0, 0, 0, 0, 0, ready, 0};
     run_result r = run(&s, 0, 50 * MS, PERIOD / 2, late);
     *misordered = r.misordered;
     return r.ticks == 1 && r.first_at >= PERIOD ? (int)r.last_state : -1;
@@ -139,10 +147,29 @@ static void test_state_of_a_tick_after_a_block(void)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int misordered;
-        int state = state_after_block(cases[i].run_for, cases[i].late, &misordered);
+        int state = state_after_off_cpu(cases[i].run_for, cases[i].late, 0, &misordered);
         CHECK_MSG(state == cases[i].state, "%s: state %d, expected %d", cases[i].what, state, cases[i].state);
         CHECK_MSG(misordered == 0, "%s: the leaf was not read between the two clock reads", cases[i].what);
     }
+}
+
+/* A tick that finds the thread off CPU but ready to run (a busy machine's OS
+ * preempted it): RUNNING, however late the look, since the thread resumes in
+ * the code that used the period and the job lands there. Asked only at ticks. */
+static void test_a_preempted_thread_s_tick_is_running(void)
+{
+    static const int64_t run_for[] = {PERIOD + 20 * US, PERIOD + PERIOD / 2 - 10 * US, 3 * PERIOD};
+    for (size_t i = 0; i < sizeof(run_for) / sizeof(run_for[0]); i++) {
+        int misordered;
+        int state = state_after_off_cpu(run_for[i], 3 * PERIOD, 1, &misordered);
+        CHECK_MSG(state == HK_TICK_RUNNING, "off CPU after %lld us, ready: state %d", (long long)(run_for[i] / US), state);
+        CHECK_INT(misordered, 0);
+    }
+    const span spans[] = {{20 * MS, 1}};
+    sim s = {spans, 1, 0, 0, 0, 0, 0, 1, 0};
+    run_result r = run(&s, 0, 20 * MS, -1, 0);
+    CHECK_INT(s.ready_asks, 0); /* on CPU at every tick: never read */
+    CHECK(r.ticks >= 19);
 }
 
 /* A late look at a thread that ran on, blocked, and is back on CPU: the stack
@@ -151,7 +178,7 @@ static void test_state_of_a_tick_after_a_block(void)
 static void test_late_look_after_the_thread_resumed_is_blocked(void)
 {
     const span spans[] = {{3 * PERIOD, 1}, {4 * PERIOD, 0}, {50 * MS, 1}};
-    sim s = {spans, 3, 0, 0, 0, 0, 0};
+    sim s = {spans, 3, 0, 0, 0, 0, 0, 0, 0};
     run_result r = run(&s, 0, 5 * PERIOD + 100 * US, PERIOD / 2, 4 * PERIOD); /* up to the late look */
     CHECK_INT(r.ticks, 1);
     CHECK_INT(r.last_state, HK_TICK_BLOCKED);
@@ -162,7 +189,7 @@ static void test_late_look_after_the_thread_resumed_is_blocked(void)
 static void test_late_look_at_a_running_thread_is_running(void)
 {
     const span spans[] = {{50 * MS, 1}};
-    sim s = {spans, 1, 0, 0, 0, 0, 0};
+    sim s = {spans, 1, 0, 0, 0, 0, 0, 0, 0};
     run_result r = run(&s, 0, 20 * MS, PERIOD / 2, 3 * PERIOD);
     /* 20 ms of CPU, of which the lateness folds 3 periods into one tick */
     CHECK_MSG(r.ticks >= 15 && r.ticks <= 18, "%d ticks", r.ticks);
@@ -174,7 +201,7 @@ static void test_late_look_at_a_running_thread_is_running(void)
 static void test_first_look_starts_the_period(void)
 {
     const span spans[] = {{10 * MS, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0, 0, 0};
+    sim s = {spans, 2, 0, 0, 0, 0, 0, 0, 0};
     run_result r = run(&s, 20 * MS, 50 * MS, -1, 0);
     CHECK_INT(r.ticks, 0);
 }
@@ -185,7 +212,7 @@ static void test_first_look_starts_the_period(void)
 static void test_other_threads_cpu_completes_the_period(void)
 {
     const span spans[] = {{100 * US, 1}, {50 * MS, 0}};
-    sim s = {spans, 2, 50, 0, 0, 0, 0}; /* others use half of wall time */
+    sim s = {spans, 2, 50, 0, 0, 0, 0, 0, 0}; /* others use half of wall time */
     run_result r = run(&s, 0, 20 * MS, -1, 0);
     CHECK_MSG(r.ticks >= 7 && r.ticks <= 11, "%d ticks for ~10 ms of the others' CPU", r.ticks);
     CHECK_INT(r.stale, 0);
@@ -197,7 +224,7 @@ static void test_other_threads_cpu_completes_the_period(void)
 static void test_other_threads_cpu_counts_after_the_watched_thread_ends(void)
 {
     const span spans[] = {{5 * MS, 1}};
-    sim s = {spans, 1, 50, 0, 0, 0, 5 * MS}; /* others use half of wall time */
+    sim s = {spans, 1, 50, 0, 0, 0, 5 * MS, 0, 0}; /* others use half of wall time */
     run_result r = run(&s, 0, 25 * MS, -1, 0);
     /* about 5 ticks on the watched thread's 5 ms, and 10 on the others' 10 ms after it ended */
     CHECK_MSG(r.ticks >= 13 && r.ticks <= 16, "%d ticks for 5 + 10 ms of CPU", r.ticks);
@@ -211,8 +238,8 @@ static void test_other_threads_cpu_counts_after_the_watched_thread_ends(void)
 static void test_a_watched_thread_begins_its_period_at_its_sample(void)
 {
     const span spans[] = {{50 * MS, 1}};
-    sim s = {spans, 1, 0, 10 * MS, 0, 0, 0};
-    const hk_pace_reader r = {sim_wall, sim_cpu, sim_others, sim_before_tick, &s};
+    sim s = {spans, 1, 0, 10 * MS, 0, 0, 0, 0, 0};
+    const hk_pace_reader r = {sim_wall, sim_cpu, sim_others, sim_before_tick, &s, sim_runnable};
     hk_pacer p = hk_pace_new();
     hk_pace_watch(&p, WATCHED, cpu_at(&s, s.now) - PERIOD * 8 / 10);
     int64_t first_tick = -1;
@@ -231,7 +258,7 @@ static void count_looks(sim *s, int wakeable, int64_t to, int *looks, int *idle)
 {
     hk_pacer p = hk_pace_new();
     p.wakeable = wakeable;
-    const hk_pace_reader r = {sim_wall, sim_cpu, sim_others, sim_before_tick, s};
+    const hk_pace_reader r = {sim_wall, sim_cpu, sim_others, sim_before_tick, s, sim_runnable};
     *looks = *idle = 0;
     s->now = 0;
     while (s->now < to) {
@@ -250,7 +277,7 @@ static void count_looks(sim *s, int wakeable, int64_t to, int *looks, int *idle)
 static void test_an_idle_process_is_looked_at_rarely_when_the_gvl_wakes_the_worker(void)
 {
     const span spans[] = {{MS / 2, 1}, {200 * MS, 0}};
-    sim s = {spans, 2, 0, 0, 0, 0, 0};
+    sim s = {spans, 2, 0, 0, 0, 0, 0, 0, 0};
     int looks, idle;
     count_looks(&s, 1, 200 * MS, &looks, &idle);
     /* a look a period until HK_PACE_QUIET_LOOKS in a row found nothing, then one every HK_PACE_IDLE_PERIODS */
@@ -260,7 +287,7 @@ static void test_an_idle_process_is_looked_at_rarely_when_the_gvl_wakes_the_work
     count_looks(&s, 0, 200 * MS, &looks, &idle);
     CHECK_INT(idle, 0);
     CHECK_MSG(looks >= 190, "%d looks in 200 ms idle, not wakeable: one a period", looks);
-    sim busy = {spans, 2, 30, 0, 0, 0, 0}; /* others use 30 % of a core */
+    sim busy = {spans, 2, 30, 0, 0, 0, 0, 0, 0}; /* others use 30 % of a core */
     count_looks(&busy, 1, 200 * MS, &looks, &idle);
     CHECK_INT(idle, 0);
 }
@@ -271,6 +298,7 @@ int main(void)
     RUN(test_no_tick_while_the_thread_sleeps);
     RUN(test_state_of_a_tick_after_a_block);
     RUN(test_late_look_after_the_thread_resumed_is_blocked);
+    RUN(test_a_preempted_thread_s_tick_is_running);
     RUN(test_late_look_at_a_running_thread_is_running);
     RUN(test_first_look_starts_the_period);
     RUN(test_other_threads_cpu_completes_the_period);

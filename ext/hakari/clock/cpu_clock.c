@@ -134,6 +134,12 @@ static int64_t read_others(void *ctx, int64_t watched)
     return F.total;
 }
 
+static int read_runnable(void *ctx, clockid_t c)
+{
+    (void)ctx;
+    return hk_thread_cpu_clock_runnable(c);
+}
+
 static void before_tick(void *ctx)
 {
     (void)ctx;
@@ -158,7 +164,7 @@ static void publish_readings(void)
 /* one look of the paced worker (timer.h hk_timer_pace_fn) */
 static long pace_step(void)
 {
-    const hk_pace_reader reader = {read_wall, read_cpu, read_others, before_tick, NULL};
+    const hk_pace_reader reader = {read_wall, read_cpu, read_others, before_tick, NULL, read_runnable};
     clockid_t c = __atomic_load_n(&C.watched, __ATOMIC_ACQUIRE);
     if (c != C.pacer.clock) hk_pace_watch(&C.pacer, c, __atomic_load_n(&C.watched_from, __ATOMIC_RELAXED));
     hk_pace_tick tick;

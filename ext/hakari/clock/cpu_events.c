@@ -6,6 +6,7 @@
 #include "cpu_events.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -42,6 +43,24 @@ int hk_gettid(void) { return (int)syscall(SYS_gettid); }
 
 /* what glibc's pthread_getcpuclockid computes: CPUCLOCK_SCHED | CPUCLOCK_PERTHREAD of ~tid */
 clockid_t hk_thread_cpu_clock(int tid) { return (clockid_t)(((unsigned int)~tid << 3) | 6); }
+
+int hk_thread_cpu_clock_runnable(clockid_t c)
+{
+    if (c >= 0 || (c & 7) != 6) return -1; /* not a thread's scheduler clock */
+    int tid = ~(int)((unsigned int)c >> 3 | 0xe0000000u);
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    /* "tid (comm) S ...": the name may hold spaces and parentheses, the state follows the last ')' */
+    const char *end = strrchr(buf, ')');
+    if (!end || end[1] != ' ' || !end[2]) return -1;
+    return end[2] == 'R';
+}
 #else
 int hk_cpu_event_open(int tid, int64_t period_ns, int signo, int owner_tid)
 {
@@ -50,6 +69,7 @@ int hk_cpu_event_open(int tid, int64_t period_ns, int signo, int owner_tid)
 }
 int hk_gettid(void) { return 0; }
 clockid_t hk_thread_cpu_clock(int tid) { (void)tid; return CLOCK_THREAD_CPUTIME_ID; }
+int hk_thread_cpu_clock_runnable(clockid_t c) { (void)c; return -1; }
 #endif
 
 void hk_cpu_event_close(int fd)

@@ -19,5 +19,10 @@ void hk_cpu_event_close(int fd);
 int hk_gettid(void);
 /* the CPU-time clock of thread tid, readable from any thread of the process */
 clockid_t hk_thread_cpu_clock(int tid);
+/* Whether the thread whose CPU clock is c (hk_thread_cpu_clock's, or
+ * pthread_getcpuclockid's) is ready to run but waiting for a core (the OS
+ * preempted it): 1, 0 when it runs or sleeps, -1 when that cannot be read
+ * (another kind of clock, no /proc). Reads /proc: a few microseconds. */
+int hk_thread_cpu_clock_runnable(clockid_t c);
 
 #endif

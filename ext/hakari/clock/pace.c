@@ -92,6 +92,11 @@ long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period, const hk_pace_reader
          * end (every quarter period once the thread is off CPU), so the thread
          * cannot have run that much past it. */
         if (!on_cpu && used_all - period > period / 2) tick->state = HK_TICK_STALE;
+        /* Off CPU but ready to run: the OS preempted it (a busy machine), in the middle of what
+         * it ran, not in a call that blocked. It resumes there, where the job will land: that
+         * code is the period's (a loaded run gave 60-80 % of a long C method's time to its
+         * caller, as if the method had blocked). */
+        if (!on_cpu && r->runnable && r->runnable(r->ctx, c) == 1) tick->state = HK_TICK_RUNNING;
     }
     if (tick->due) {
         /* the watched thread's period moves a whole period (the rate is kept)

@@ -52,6 +52,9 @@ typedef struct hk_pace_reader {
     int64_t (*others)(void *ctx, int64_t watched);
     void (*before_tick)(void *ctx);
     void *ctx;
+    /* optional: 1 when the thread of clock c is ready to run but waits for a core, 0 when
+     * not, -1 unknown; asked only at a tick that finds it off CPU */
+    int (*runnable)(void *ctx, clockid_t c);
 } hk_pace_reader;
 
 typedef struct hk_pace_tick {
