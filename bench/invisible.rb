@@ -19,9 +19,13 @@
 #   ruby bench/invisible.rb           (a lane's: script/lane 3.4 ruby bench/invisible.rb)
 # Env: HAKARI_BENCH_ROUNDS   unprofiled runs per variant (default 5)
 #      HAKARI_BENCH_SCALE    multiplies every loop's length (default 1.0)
+#      HAKARI_BENCH_LOAD     busy processes beside the bench: a number, or "cores" for one per core
+#                            (default 0). A preempted thread is off its core at some ticks: cpu
+#                            mode must not take those for blocks (docs/architecture.md)
 
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "hakari"
+require_relative "machine_load"
 
 $stdout.sync = true
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "5"))
@@ -150,8 +154,10 @@ end
 def pts(x) = format("%5.1f", 100.0 * x)
 
 yjit = defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled?
+load = MachineLoad.start
 puts "# invisible methods: Ruby #{RUBY_VERSION}#{yjit ? ' +YJIT' : ''}, #{ROUNDS} unprofiled rounds per variant, " \
-     "cpu mode 1000 Hz; shares in % of the loop's CPU time, errors in points (target <= #{TARGET_POINTS})"
+     "cpu mode 1000 Hz, #{MachineLoad.describe(load)}; shares in % of the loop's CPU time, errors in points " \
+     "(target <= #{TARGET_POINTS})"
 puts format("%-10s %-10s %8s %8s %9s %8s %9s  %s", "scenario", "method", "loop ms", "truth", "hakari", "error",
             "no synth", "synthesized")
 worst = 0.0
@@ -165,5 +171,6 @@ SCENARIOS.each do |name, (n, method)|
   puts format("%-10s %-10s %8.0f %7s%% %8s%% %8s %8s%%  %s", name, method, loop_ns / 1e6, pts(share), pts(on),
               pts(err), pts(off), how)
 end
+MachineLoad.stop
 puts format("worst error with synthesized frames: %.1f points (%s)", 100.0 * worst,
             100.0 * worst <= TARGET_POINTS ? "met" : "NOT met")
