@@ -201,9 +201,10 @@ static VALUE profile_methods(VALUE self)
 static VALUE pstr(const hk_profile *p, uint32_t idx) { return rb_utf8_str_new_cstr(hk_profile_str(p, idx)); }
 
 /* frames of location ids, leaf first: [[label, path, line], ...]; frame arrays shared per location */
-static VALUE frames_of(const hk_profile *p, size_t i, VALUE *loc_cache)
+static VALUE frames_of(const hk_profile *p, size_t i, VALUE *loc_cache, hk_locbuf *stack)
 {
-    const uint32_t *locs = hk_profile_sample_locs(p, i);
+    const uint32_t *locs = hk_profile_sample_locs(p, i, stack);
+    if (!locs) return Qundef; /* the caller frees its tables, then raises */
     uint32_t n = p->samples[i].nloc;
     VALUE frames = rb_ary_new_capa(n);
     for (uint32_t j = 0; j < n; j++) {
@@ -326,11 +327,13 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
     VALUE out = rb_ary_new_capa((long)p->nsamples);
     hk_intern_table sets; /* freed below: nothing between raises */
     hk_intern_init(&sets);
+    hk_locbuf stack = {0};
     uint32_t state_key = state_key_of(p);
     for (size_t i = 0; i < p->nsamples; i++) {
         const int64_t *v = hk_profile_sample_values(p, i);
-        VALUE row = rb_ary_new_capa(6);
-        rb_ary_push(row, frames_of(p, i, cache));
+        VALUE row = rb_ary_new_capa(6), frames = frames_of(p, i, cache, &stack);
+        if (frames == Qundef) break;
+        rb_ary_push(row, frames);
         rb_ary_push(row, LL2NUM(v[wi]));
         rb_ary_push(row, LL2NUM(ci >= 0 ? v[ci] : 1));
         rb_ary_push(row, LL2NUM(label_num(p, i, "thread")));
@@ -342,6 +345,9 @@ static VALUE samples_ary(const hk_profile *p, int aggregate)
         rb_ary_push(out, row);
     }
     hk_intern_free(&sets);
+    int oom = stack.oom;
+    hk_locbuf_free(&stack);
+    if (oom) rb_raise(rb_eNoMemError, "hakari: out of memory reading the samples' frames");
     RB_GC_GUARD(cache_holder);
     return out;
 }

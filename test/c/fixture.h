@@ -26,5 +26,8 @@ int fixture_equal(const hk_profile *a, const hk_profile *b, char *why, size_t n)
 hk_buf fixture_encode(const hk_profile *p, int gzip);
 /* a small xorshift generator, so runs are repeatable */
 uint32_t fixture_rand(uint32_t *state);
+/* sample i's locations (leaf first), read into one of a few rotating buffers: a test may
+ * hold the last four at once */
+const uint32_t *fixture_locs(const hk_profile *p, size_t i);
 
 #endif

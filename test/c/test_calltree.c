@@ -281,10 +281,10 @@ static void test_odd_input(void)
     /* ids out of range are refused with the id named */
     uint32_t loc = hk_profile_location(p, hk_profile_function(p, hk_profile_string(p, "f"), 0, 0, 0), 1);
     hk_profile_add_sample(p, &loc, 1, v, NULL, 0);
-    p->stack_index.pool[p->stack_index.pool_len - 1] = 99; /* the last stack's leaf, as stored */
+    p->stacks[p->nstacks - 1].loc = 99; /* the last stack's leaf, as stored */
     CHECK(hk_calltree_build(p, err, sizeof(err)) == NULL);
     CHECK_CONTAINS(err, "location id 99");
-    p->stack_index.pool[p->stack_index.pool_len - 1] = loc;
+    p->stacks[p->nstacks - 1].loc = loc;
     p->locations[0].function_id = 7;
     CHECK(hk_calltree_build(p, err, sizeof(err)) == NULL);
     CHECK_CONTAINS(err, "function id 7");

@@ -124,8 +124,8 @@ static void test_samples(void)
     CHECK_INT(hk_profile_add_sample(p, locs + 1, 2, v2, NULL, 0), 0);
     CHECK_INT(hk_profile_add_sample(p, NULL, 0, v3, labels + 1, 1), 0); /* empty stack */
     CHECK_INT(p->nsamples, 3);
-    CHECK(p->samples[0].nloc == 3 && hk_profile_sample_locs(p, 0)[2] == 1);
-    CHECK(p->samples[1].nloc == 2 && hk_profile_sample_locs(p, 1)[0] == 2);
+    CHECK(p->samples[0].nloc == 3 && fixture_locs(p, 0)[2] == 1);
+    CHECK(p->samples[1].nloc == 2 && fixture_locs(p, 1)[0] == 2);
     CHECK_INT(p->samples[2].nloc, 0);
     CHECK(hk_profile_sample_values(p, 1)[1] == -7 && hk_profile_sample_values(p, 2)[1] == INT64_MAX - 993);
     CHECK(p->samples[0].nlabel == 2 && hk_profile_sample_labels(p, 0)[1].num == -1);
@@ -193,6 +193,34 @@ static long new_allocations(void)
 /* Builds the fixture with allocation nth failing: either it reports the
  * failure (NULL) and holds no memory, or nth is past its last allocation and
  * the profile is complete. */
+/* Stacks are a trie: a stack one call deeper than a known one costs one entry, equal stacks
+ * are one entry, and appended stacks (a tree's nodes) are read back leaf first. */
+static void test_stacks_share_their_callers(void)
+{
+    hk_profile *p = hk_profile_new();
+    hk_profile_add_sample_type(p, "calls", "count");
+    int64_t v[] = {1};
+    uint32_t abc[] = {3, 2, 1}, bc[] = {2, 1}, xbc[] = {4, 2, 1};
+    CHECK_INT(hk_profile_add_sample(p, abc, 3, v, NULL, 0), 0);
+    CHECK_INT(p->nstacks, 3);
+    CHECK_INT(hk_profile_add_sample(p, bc, 2, v, NULL, 0), 0);  /* a prefix: no new entry */
+    CHECK_INT(hk_profile_add_sample(p, xbc, 3, v, NULL, 0), 0); /* one new leaf */
+    CHECK_INT(hk_profile_add_sample(p, abc, 3, v, NULL, 0), 0);
+    CHECK_INT(p->nstacks, 4);
+    CHECK(p->samples[0].stack == p->samples[3].stack && p->samples[1].stack != p->samples[0].stack);
+    CHECK_INT(p->stacks[p->samples[2].stack - 1].parent, p->samples[1].stack);
+    const uint32_t *l = fixture_locs(p, 2);
+    CHECK(l[0] == 4 && l[1] == 2 && l[2] == 1);
+    /* appended: a node under the stack of {2, 1}, never looked up */
+    uint32_t s = hk_profile_stack_append(p, p->samples[1].stack, 5);
+    CHECK_INT(hk_profile_add_sample_stack(p, s, 3, v, NULL, 0), 0);
+    l = fixture_locs(p, 4);
+    CHECK(p->samples[4].nloc == 3 && l[0] == 5 && l[1] == 2 && l[2] == 1);
+    CHECK_INT(p->nstacks, 5);
+    CHECK_INT(hk_profile_stack(p, p->samples[1].stack, 3), p->samples[0].stack);
+    hk_profile_free(p);
+}
+
 static void test_build_under_failed_allocation(void)
 {
     alloc_fail_at(-1);
@@ -248,7 +276,7 @@ static void test_accessors_on_empty_pools(void)
     hk_profile *p = hk_profile_new();
     CHECK_INT(hk_profile_add_sample(p, NULL, 0, NULL, NULL, 0), 0);
     /* UBSan is the check: nothing may be read through these, only computed */
-    const void *volatile sink = hk_profile_sample_locs(p, 0);
+    const void *volatile sink = fixture_locs(p, 0);
     sink = hk_profile_sample_values(p, 0);
     sink = hk_profile_sample_labels(p, 0);
     (void)sink;
@@ -264,6 +292,7 @@ int main(void)
     RUN(test_function_interning);
     RUN(test_location_interning);
     RUN(test_samples);
+    RUN(test_stacks_share_their_callers);
     RUN(test_no_sample_types);
     RUN(test_comments);
     RUN(test_growth);

@@ -10,6 +10,7 @@
 
 #include "alloc_fail.h"
 #include "check.h"
+#include "fixture.h"
 #include "profile_select.h"
 
 /* thread 1: main > work > helper (50 ms), main > work (30 ms at line 11, 20 ms at line 12);
@@ -63,7 +64,7 @@ static void leaves(const hk_profile *q, char *out, size_t n)
 {
     out[0] = '\0';
     for (size_t i = 0; i < q->nsamples; i++) {
-        const char *name = hk_profile_str(q, hk_profile_func(q, hk_profile_loc(q, hk_profile_sample_locs(q, i)[0])->function_id)->name);
+        const char *name = hk_profile_str(q, hk_profile_func(q, hk_profile_loc(q, fixture_locs(q, i)[0])->function_id)->name);
         strncat(out, i ? " " : "", n - strlen(out) - 1);
         strncat(out, name, n - strlen(out) - 1);
     }

@@ -259,7 +259,7 @@ static void test_dot(void)
 
     /* a method under 0.5% of the total is left out, with its edges, and said so */
     p = tf_fib();
-    tf t2 = {p, {hk_profile_sample_locs(p, 0)[0]}, hk_profile_string(p, "thread")}; /* sample 0 is main alone */
+    tf t2 = {p, {fixture_locs(p, 0)[0]}, hk_profile_string(p, "thread")}; /* sample 0 is main alone */
     t2.loc[3] = hk_profile_location(p, hk_profile_function(p, hk_profile_string(p, "tiny"), 0, 0, 0), 5);
     tf_node(&t2, 1, "30", 1, 0, 0);
     p->values[p->nsamples * p->nvalues - 2] = 100000; /* 0.1 ms of 60.1 */

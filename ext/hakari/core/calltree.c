@@ -31,6 +31,7 @@ typedef struct builder {
     /* the previous sample's path: its root, locations and node at each depth */
     uint32_t prev_root, prev_nloc;
     const uint32_t *prev_locs;
+    hk_locbuf locbufs[2]; int cur; /* this sample's locations and the previous one's */
     uint32_t *path; size_t path_cap;
 } builder;
 
@@ -95,7 +96,8 @@ static int insert(builder *b, size_t i, char *err, size_t errlen)
     int64_t root = root_of(b, i), at = root;
     if (root < 0) return -1;
     uint32_t nloc = p->samples[i].nloc;
-    const uint32_t *locs = nloc ? hk_profile_sample_locs(p, i) : NULL;
+    const uint32_t *locs = hk_profile_sample_locs(p, i, &b->locbufs[b->cur]);
+    if (!locs) return -1;
     if (hk_array_grow((void **)&b->path, &b->path_cap, (size_t)nloc + 1, sizeof(*b->path)) < 0) return -1;
     /* the root-side part this path shares with the previous one is in the
      * trie already (and checked): a tracer writes nodes in tree order, so it
@@ -129,6 +131,7 @@ static int insert(builder *b, size_t i, char *err, size_t errlen)
     b->prev_root = (uint32_t)root;
     b->prev_locs = locs;
     b->prev_nloc = nloc;
+    b->cur ^= 1;
     hk_ct_node *n = &ct->nodes[at];
     n->calls = hk_add_sat(n->calls, value(p, i, ct->calls_vi));
     n->self = hk_add_sat(n->self, value(p, i, ct->self_vi));
@@ -348,6 +351,8 @@ hk_calltree *hk_calltree_build(const hk_profile *p, char *err, size_t errlen)
     hk_intern_free(&b.threads);
     free(b.path);
     b.path = NULL;
+    hk_locbuf_free(&b.locbufs[0]);
+    hk_locbuf_free(&b.locbufs[1]);
     sum_subtrees(b.ct);
     if (mark_outer(b.ct) < 0 || sum_methods_and_edges(&b) < 0 || list_edges(b.ct) < 0) goto oom;
     return b.ct;
@@ -357,6 +362,8 @@ fail:
     hk_u64_map_free(&b.children);
     hk_intern_free(&b.threads);
     free(b.path);
+    hk_locbuf_free(&b.locbufs[0]);
+    hk_locbuf_free(&b.locbufs[1]);
     hk_calltree_free(b.ct);
     return NULL;
 }
@@ -391,6 +398,26 @@ void hk_ct_put_clean(hk_buf *out, const char *s)
     for (; *s; s++) hk_buf_putc(out, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : (uint8_t)*s);
 }
 
+/* A trace past its call-path budget says so (its comment "max_paths=M folded_calls=N
+ * folded_ns=T ..."): where the [folded] rows come from, and what of them is exact. */
+static void put_folded(hk_buf *out, const hk_calltree *ct)
+{
+    const hk_profile *p = ct->profile;
+    for (size_t i = 0; i < p->ncomments; i++) {
+        unsigned long long max = 0, calls = 0;
+        long long measure = 0;
+        char unit[16] = "";
+        if (sscanf(hk_profile_str(p, p->comments[i]), "max_paths=%llu folded_calls=%llu folded_%15[a-z]=%lld", &max,
+                   &calls, unit, &measure) != 4 || calls == 0)
+            continue;
+        hk_buf_printf(out, "Folded: %llu calls past max_paths=%llu, ", calls, max);
+        if (ct->ns) hk_buf_printf(out, "%.3f ms", (double)measure / 1e6);
+        else hk_buf_printf(out, "%lld %s", measure, unit);
+        hk_buf_puts(out, ", in [folded] (their methods' calls and self are exact, their totals and callers are not)\n");
+        return;
+    }
+}
+
 void hk_ct_put_summary(hk_buf *out, const hk_calltree *ct)
 {
     hk_buf_printf(out, "Measure: %s (%s)\n", hk_calltree_measure(ct), ct->ns ? "ms" : "count");
@@ -405,4 +432,5 @@ void hk_ct_put_summary(hk_buf *out, const hk_calltree *ct)
         hk_buf_putc(out, ')');
     }
     hk_buf_printf(out, "\n%s: %" PRId64 "\n", ct->sampling ? "Samples" : "Calls", ct->calls);
+    put_folded(out, ct);
 }

@@ -21,7 +21,7 @@ hk_profile *hk_profile_new(void)
     if (hk_strtab_init(&p->strings) < 0) { free(p); return NULL; }
     hk_intern_init(&p->function_index);
     hk_intern_init(&p->location_index);
-    hk_intern_init(&p->stack_index);
+    hk_u64_map_init(&p->stack_index);
     hk_intern_init(&p->label_index);
     return p;
 }
@@ -32,7 +32,8 @@ void hk_profile_free(hk_profile *p)
     hk_strtab_free(&p->strings);
     hk_intern_free(&p->function_index);
     hk_intern_free(&p->location_index);
-    hk_intern_free(&p->stack_index);
+    hk_u64_map_free(&p->stack_index);
+    free(p->stacks);
     hk_intern_free(&p->label_index);
     free(p->label_set_off);
     free(p->functions);
@@ -140,16 +141,69 @@ int hk_profile_reserve(hk_profile *p, size_t n)
     return 0;
 }
 
+uint32_t hk_profile_stack_append(hk_profile *p, uint32_t parent, uint32_t loc)
+{
+    if (p->oom) return 0;
+    if (p->nstacks >= UINT32_MAX - 1 ||
+        reserve(p, (void **)&p->stacks, &p->stacks_cap, p->nstacks + 1, sizeof(*p->stacks)) < 0) {
+        p->oom = 1;
+        return 0;
+    }
+    p->stacks[p->nstacks++] = (hk_stack_node){parent, loc};
+    return (uint32_t)p->nstacks;
+}
+
+uint32_t hk_profile_stack(hk_profile *p, uint32_t parent, uint32_t loc)
+{
+    uint64_t key = (uint64_t)parent << 32 | loc;
+    uint32_t id;
+    if (hk_u64_map_get(&p->stack_index, key, &id)) return id;
+    id = hk_profile_stack_append(p, parent, loc);
+    if (id && hk_u64_map_put(&p->stack_index, key, id) < 0) {
+        p->nstacks--;
+        p->oom = 1;
+        return 0;
+    }
+    return id;
+}
+
+int hk_profile_reserve_stacks(hk_profile *p, size_t n)
+{
+    return reserve(p, (void **)&p->stacks, &p->stacks_cap, p->nstacks + n, sizeof(*p->stacks));
+}
+
+const uint32_t *hk_profile_stack_locs(const hk_profile *p, uint32_t stack, uint32_t nloc, hk_locbuf *b)
+{
+    if (nloc >= b->cap && hk_array_grow((void **)&b->items, &b->cap, (size_t)nloc + 1, sizeof(*b->items)) < 0) {
+        b->oom = 1;
+        return NULL;
+    }
+    uint32_t n = 0;
+    for (uint32_t s = stack; s && n < nloc; s = p->stacks[s - 1].parent) b->items[n++] = p->stacks[s - 1].loc;
+    return b->items;
+}
+
+void hk_locbuf_free(hk_locbuf *b)
+{
+    free(b->items);
+    b->items = NULL;
+    b->cap = 0;
+}
+
 int hk_profile_add_sample(hk_profile *p, const uint32_t *locs, uint32_t nloc,
                           const int64_t *values, const hk_label *labels, uint32_t nlabel)
 {
+    uint32_t stack = 0;
+    for (uint32_t k = nloc; k-- > 0 && !p->oom;) stack = hk_profile_stack(p, stack, locs[k]);
+    if (p->oom) return -1;
+    return hk_profile_add_sample_stack(p, stack, nloc, values, labels, nlabel);
+}
+
+int hk_profile_add_sample_stack(hk_profile *p, uint32_t stack, uint32_t nloc,
+                                const int64_t *values, const hk_label *labels, uint32_t nlabel)
+{
     if (p->oom) return -1;
     if (p->label_len + nlabel > UINT32_MAX) {
-        p->oom = 1;
-        return -1;
-    }
-    int64_t stack = hk_intern_seq(&p->stack_index, locs, nloc);
-    if (stack < 0) {
         p->oom = 1;
         return -1;
     }
@@ -163,7 +217,7 @@ int hk_profile_add_sample(hk_profile *p, const uint32_t *locs, uint32_t nloc,
                 sizeof(*p->values)) < 0)
         return -1;
     hk_sample *s = &p->samples[p->nsamples];
-    s->stack = (uint32_t)stack;
+    s->stack = stack;
     s->nloc = nloc;
     s->label_off = (uint32_t)label_off;
     s->nlabel = nlabel;
@@ -205,23 +259,31 @@ int64_t hk_profile_total(const hk_profile *p, size_t vi)
 
 int hk_profile_function_sums(const hk_profile *p, size_t vi, int64_t *self, int64_t *cum)
 {
-    size_t nf = p->nfunctions, nstacks = hk_intern_count(&p->stack_index);
+    size_t nf = p->nfunctions, nstacks = p->nstacks + 1; /* stack 0: no locations */
     size_t *stamp = calloc(nf + 1, sizeof(*stamp));            /* 1 + the last stack that counted it */
-    int64_t *by_stack = calloc(nstacks + 1, sizeof(*by_stack)); /* the samples' values summed per stack */
-    if (!stamp || !by_stack) {
+    int64_t *by_stack = calloc(nstacks, sizeof(*by_stack));     /* the samples' values summed per stack */
+    uint32_t *depth = calloc(nstacks, sizeof(*depth));          /* a sampled stack's depth, else 0 */
+    hk_locbuf b = {0};
+    if (!stamp || !by_stack || !depth) {
         free(stamp);
         free(by_stack);
+        free(depth);
         return -1;
     }
     memset(self, 0, nf * sizeof(*self));
     memset(cum, 0, nf * sizeof(*cum));
     /* per stack first: a million raw samples of fifty thousand stacks walk fifty thousand */
-    for (size_t i = 0; i < p->nsamples; i++)
-        by_stack[p->samples[i].stack] = hk_add_sat(by_stack[p->samples[i].stack], hk_profile_sample_values(p, i)[vi]);
-    for (size_t k = 0; k < nstacks; k++) {
-        uint32_t nloc;
-        const uint32_t *locs = hk_intern_get(&p->stack_index, (uint32_t)k, &nloc);
+    for (size_t i = 0; i < p->nsamples; i++) {
+        uint32_t k = p->samples[i].stack;
+        by_stack[k] = hk_add_sat(by_stack[k], hk_profile_sample_values(p, i)[vi]);
+        depth[k] = p->samples[i].nloc;
+    }
+    for (size_t k = 1; k < nstacks; k++) {
+        uint32_t nloc = depth[k];
         int64_t v = by_stack[k];
+        if (v == 0) continue; /* adds nothing; the trie's inner stacks are here too */
+        const uint32_t *locs = hk_profile_stack_locs(p, (uint32_t)k, nloc, &b);
+        if (!locs) break;
         if (nloc) {
             uint32_t f = hk_profile_loc(p, locs[0])->function_id - 1;
             self[f] = hk_add_sat(self[f], v);
@@ -235,7 +297,9 @@ int hk_profile_function_sums(const hk_profile *p, size_t vi, int64_t *self, int6
     }
     free(stamp);
     free(by_stack);
-    return 0;
+    free(depth);
+    hk_locbuf_free(&b);
+    return b.oom ? -1 : 0;
 }
 
 size_t hk_profile_memsize(const hk_profile *p)
@@ -243,7 +307,7 @@ size_t hk_profile_memsize(const hk_profile *p)
     return sizeof(*p) + hk_strtab_memsize(&p->strings) + hk_intern_memsize(&p->function_index) +
            hk_intern_memsize(&p->location_index) + p->functions_cap * sizeof(*p->functions) +
            p->locations_cap * sizeof(*p->locations) + p->samples_cap * sizeof(*p->samples) +
-           hk_intern_memsize(&p->stack_index) + p->values_cap * sizeof(*p->values) +
+           hk_u64_map_memsize(&p->stack_index) + p->stacks_cap * sizeof(*p->stacks) + p->values_cap * sizeof(*p->values) +
            p->label_cap * sizeof(*p->label_pool) + hk_intern_memsize(&p->label_index) +
            p->label_sets_cap * sizeof(*p->label_set_off) + p->comments_cap * sizeof(*p->comments);
 }

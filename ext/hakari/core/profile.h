@@ -5,7 +5,10 @@
  * (function + executing line), ids 1-based; samples hold location ids leaf
  * first, one int64 per sample type, and labels. Functions and locations are
  * interned, so equal inputs give one id. Samples are stored in pools:
- * sample i's values are values[i * nvalues … + nvalues).
+ * sample i's values are values[i * nvalues … + nvalues). Stacks are a trie:
+ * a stack is its leaf location under its caller's stack, so a trace's million
+ * call paths, each one deeper than its parent, share every prefix instead of
+ * holding a copy of it (readers ask for a sample's locations into a buffer).
  * A failed allocation sets `oom`; builders check hk_profile_ok once at the end.
  * ctx: core (plain C, no ruby.h); one owner at a time.
  */
@@ -17,6 +20,7 @@
 
 #include "intern_table.h"
 #include "strtab.h"
+#include "u64_map.h"
 
 #define HK_MAX_SAMPLE_TYPES 8
 
@@ -38,8 +42,16 @@ typedef struct hk_label {
     int64_t num;
 } hk_label;
 
+/* one stack: its leaf location under its caller's stack (1-based, 0: none) */
+typedef struct hk_stack_node { uint32_t parent, loc; } hk_stack_node;
+
+/* a reader's room for one stack's locations, grown as needed and reused from sample to
+ * sample; free with hk_locbuf_free */
+typedef struct hk_locbuf { uint32_t *items; size_t cap; int oom; } hk_locbuf;
+void hk_locbuf_free(hk_locbuf *b);
+
 typedef struct hk_sample {
-    uint32_t stack, nloc;        /* its location ids (leaf first): stack_index's sequence `stack` */
+    uint32_t stack, nloc;        /* its stack (1-based, 0: no locations) and the stack's depth */
     uint32_t label_off, nlabel;  /* into label_pool */
 } hk_sample;
 
@@ -54,9 +66,11 @@ typedef struct hk_profile {
     hk_intern_table function_index, location_index;
 
     hk_sample *samples; size_t nsamples, samples_cap;
-    /* each distinct stack once: a million raw samples of fifty thousand stacks hold fifty
-     * thousand location lists, not a million */
-    hk_intern_table stack_index;
+    /* each distinct stack once, as (caller's stack, leaf): a million raw samples of fifty
+     * thousand stacks hold fifty thousand entries, and a stack one call deeper than a
+     * known one costs one entry */
+    hk_stack_node *stacks; size_t nstacks, stacks_cap;
+    hk_u64_map stack_index;              /* caller's stack << 32 | leaf -> 1-based stack */
     int64_t *values; size_t values_cap; /* nsamples * nvalues used */
     hk_label *label_pool; size_t label_len, label_cap; /* each distinct label set once */
     hk_intern_table label_index;                       /* label sets, as 5 words a label */
@@ -89,6 +103,19 @@ uint32_t hk_profile_location(hk_profile *p, uint32_t function_id, int64_t line);
  * list, and samples of one label set share its labels. */
 int hk_profile_add_sample(hk_profile *p, const uint32_t *locs, uint32_t nloc,
                           const int64_t *values, const hk_label *labels, uint32_t nlabel);
+/* The stack of location loc (a valid, non-zero id) called from stack parent (0: loc is the
+ * root), made if new: 1-based, or 0 when out of memory (oom set). A builder that walks a
+ * tree gives each node's stack from its parent's with one call. */
+uint32_t hk_profile_stack(hk_profile *p, uint32_t parent, uint32_t loc);
+/* The same, always a new entry and never looked up later: for a builder whose stacks are
+ * distinct by construction (a call tree's nodes), which then needs no index over millions
+ * of them. hk_profile_stack would not find such a stack again (it would make an equal one). */
+uint32_t hk_profile_stack_append(hk_profile *p, uint32_t parent, uint32_t loc);
+/* room for n more stacks, taken at once (0, or -1 with oom set) */
+int hk_profile_reserve_stacks(hk_profile *p, size_t n);
+/* as hk_profile_add_sample, with a stack from hk_profile_stack and its depth */
+int hk_profile_add_sample_stack(hk_profile *p, uint32_t stack, uint32_t nloc,
+                                const int64_t *values, const hk_label *labels, uint32_t nlabel);
 /* room for n samples in all, taken at once (0, or -1 with oom set) */
 int hk_profile_reserve(hk_profile *p, size_t n);
 int hk_profile_add_comment(hk_profile *p, const char *text);
@@ -99,10 +126,12 @@ static inline const int64_t *hk_profile_sample_values(const hk_profile *p, size_
 {
     return p->values ? p->values + i * p->nvalues : NULL;
 }
-static inline const uint32_t *hk_profile_sample_locs(const hk_profile *p, size_t i)
+/* the nloc locations of stack (leaf first) in b's room; NULL when that room cannot be had
+ * (b->oom set). Valid until b is used again. */
+const uint32_t *hk_profile_stack_locs(const hk_profile *p, uint32_t stack, uint32_t nloc, hk_locbuf *b);
+static inline const uint32_t *hk_profile_sample_locs(const hk_profile *p, size_t i, hk_locbuf *b)
 {
-    uint32_t n;
-    return hk_intern_get(&p->stack_index, p->samples[i].stack, &n);
+    return hk_profile_stack_locs(p, p->samples[i].stack, p->samples[i].nloc, b);
 }
 static inline const hk_label *hk_profile_sample_labels(const hk_profile *p, size_t i)
 {

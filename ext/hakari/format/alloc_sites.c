@@ -53,7 +53,7 @@ int hk_alloc_sites_collect(const hk_profile *p, hk_alloc_sites *out)
         const int64_t *v = hk_profile_sample_values(p, i);
         uint32_t func = 0;
         if (p->samples[i].nloc) {
-            uint32_t loc = hk_profile_sample_locs(p, i)[0];
+            uint32_t loc = p->stacks[p->samples[i].stack - 1].loc;
             if (loc >= 1 && loc <= p->nlocations) func = hk_profile_loc(p, loc)->function_id;
         }
         uint32_t key[5] = {func, klass, file, (uint32_t)line, (uint32_t)((uint64_t)line >> 32)};

@@ -24,12 +24,14 @@ int hk_collapsed_encode(const hk_profile *p, size_t vi, hk_buf *out)
     size_t sums_cap = 0;
     uint32_t *funcs = NULL;
     size_t funcs_cap = 0;
+    hk_locbuf stack = {0};
 
     for (size_t i = 0; i < p->nsamples; i++) {
         int64_t v = hk_profile_sample_values(p, i)[vi];
         uint32_t n = p->samples[i].nloc;
         if (v == 0 || n == 0) continue; /* a stackless line (" 140") is no stack for a flame graph */
-        const uint32_t *locs = hk_profile_sample_locs(p, i);
+        const uint32_t *locs = hk_profile_sample_locs(p, i, &stack);
+        if (!locs) goto fail;
         if (n > funcs_cap) {
             uint32_t *f = realloc(funcs, n * sizeof(*f));
             if (!f) goto fail;
@@ -63,5 +65,6 @@ fail:
     hk_intern_free(&paths);
     free(sums);
     free(funcs);
+    hk_locbuf_free(&stack);
     return rc;
 }

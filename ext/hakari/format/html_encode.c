@@ -21,6 +21,7 @@ typedef struct tree {
     int64_t *self[2];        /* self values: [0] the profile's (a diff's new one), [1] a diff's base */
     size_t n, cap;
     hk_u64_map index;        /* (parent << 32 | name) -> node */
+    hk_locbuf stack;         /* a sample's locations, read into it */
 } tree;
 
 /* a new node; UINT32_MAX when out of memory */
@@ -56,6 +57,7 @@ static void tree_free(tree *t)
 {
     free(t->parent);
     free(t->name);
+    hk_locbuf_free(&t->stack);
     free(t->self[0]);
     free(t->self[1]);
     hk_u64_map_free(&t->index);
@@ -198,7 +200,8 @@ static int add_samples(tree *t, const hk_profile *p, const uint32_t *name_of, co
             const int64_t *at = th >= 0 ? bsearch(&th, threads, (size_t)nthreads, sizeof(*threads), by_num) : NULL;
             if (at && (node = child(t, 0, first_thread + (uint32_t)(at - threads))) == UINT32_MAX) return -1;
         }
-        const uint32_t *locs = hk_profile_sample_locs(p, i);
+        const uint32_t *locs = hk_profile_sample_locs(p, i, &t->stack);
+        if (!locs) return -1;
         for (uint32_t j = p->samples[i].nloc; j-- > 0;) {
             uint32_t f = hk_profile_loc(p, locs[j])->function_id - 1;
             if ((node = child(t, node, name_of ? name_of[f] : f)) == UINT32_MAX) return -1;

@@ -17,6 +17,7 @@ int hk_line_table(const hk_profile *p, size_t vi, hk_line_row **out, size_t *n)
     size_t cap = 0, count = 0;
     uint32_t *row_of = malloc((p->nlocations + 1) * sizeof(*row_of)); /* by location id - 1 */
     size_t *stamp = NULL;
+    hk_locbuf stack = {0};
     *out = NULL;
     *n = 0;
     if (!row_of) return -1;
@@ -36,7 +37,8 @@ int hk_line_table(const hk_profile *p, size_t vi, hk_line_row **out, size_t *n)
     if (!(stamp = calloc(count + 1, sizeof(*stamp)))) goto fail;
     for (size_t i = 0; i < p->nsamples && vi < p->nvalues; i++) {
         int64_t v = hk_profile_sample_values(p, i)[vi];
-        const uint32_t *locs = hk_profile_sample_locs(p, i);
+        const uint32_t *locs = hk_profile_sample_locs(p, i, &stack);
+        if (!locs) goto fail;
         for (uint32_t j = 0; j < p->samples[i].nloc; j++) {
             hk_line_row *r = &rows[row_of[locs[j] - 1]];
             if (j == 0) r->self = hk_add_sat(r->self, v);
@@ -47,6 +49,7 @@ int hk_line_table(const hk_profile *p, size_t vi, hk_line_row **out, size_t *n)
     }
     free(stamp);
     free(row_of);
+    hk_locbuf_free(&stack);
     hk_pair_map_free(&index);
     *out = rows;
     *n = count;
@@ -54,6 +57,8 @@ int hk_line_table(const hk_profile *p, size_t vi, hk_line_row **out, size_t *n)
 fail:
     free(rows);
     free(row_of);
+    free(stamp);
+    hk_locbuf_free(&stack);
     hk_pair_map_free(&index);
     return -1;
 }

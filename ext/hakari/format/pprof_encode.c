@@ -27,10 +27,12 @@ static void value_type(hk_buf *out, uint32_t field, const hk_value_type *vt, hk_
     put_message(out, field, tmp);
 }
 
-static void sample(hk_buf *out, const hk_profile *p, size_t i, hk_buf *tmp, hk_buf *lab)
+static void sample(hk_buf *out, const hk_profile *p, size_t i, hk_buf *tmp, hk_buf *lab, hk_locbuf *stack)
 {
     const hk_sample *s = &p->samples[i];
-    hk_pb_packed_u32(tmp, SAMPLE_LOCATION_ID, hk_profile_sample_locs(p, i), s->nloc);
+    const uint32_t *locs = hk_profile_sample_locs(p, i, stack);
+    if (locs) hk_pb_packed_u32(tmp, SAMPLE_LOCATION_ID, locs, s->nloc);
+    else tmp->oom = 1;
     hk_pb_packed_i64(tmp, SAMPLE_VALUE, hk_profile_sample_values(p, i), p->nvalues);
     const hk_label *labels = hk_profile_sample_labels(p, i);
     for (uint32_t j = 0; j < s->nlabel; j++) {
@@ -67,19 +69,83 @@ static void function(hk_buf *out, const hk_profile *p, size_t i, hk_buf *tmp)
     put_message(out, PROFILE_FUNCTION, tmp);
 }
 
-static void encode_raw(const hk_profile *p, hk_buf *out)
+/* Where the encoded bytes go: straight into out, or through one deflate stream into it. The
+ * encoder hands over its bytes every FLUSH_AT bytes, so a profile of millions of samples
+ * never holds its whole uncompressed encoding (hundreds of MB) beside the compressed one. */
+#define FLUSH_AT (1u << 20)
+
+typedef struct sink {
+    hk_buf *out;
+    int gzip, failed;
+    z_stream z;
+} sink;
+
+static int sink_open(sink *k, hk_buf *out, int gzip)
+{
+    memset(k, 0, sizeof(*k));
+    k->out = out;
+    k->gzip = gzip;
+    /* windowBits 15 + 16 asks zlib for a gzip header and trailer */
+    return gzip && deflateInit2(&k->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK ? -1 : 0;
+}
+
+/* moves raw's bytes to the sink (all of them when finish, closing the gzip member) */
+static void sink_feed(sink *k, hk_buf *raw, int finish)
+{
+    if (raw->oom) k->failed = 1;
+    if (k->failed) return;
+    if (!k->gzip) {
+        hk_buf_append(k->out, raw->data, raw->len);
+        if (k->out->oom) k->failed = 1;
+        raw->len = 0;
+        return;
+    }
+    k->z.next_in = raw->data;
+    size_t left = raw->len;
+    int rc;
+    do {
+        /* zlib counts in 32 bits: feed at most 1 GB per call */
+        uInt in = left > (1u << 30) ? (1u << 30) : (uInt)left;
+        k->z.avail_in = in;
+        int flush = finish && in == left ? Z_FINISH : Z_NO_FLUSH;
+        do {
+            if (hk_buf_reserve(k->out, FLUSH_AT / 4) < 0) { k->failed = 1; return; }
+            size_t room = k->out->cap - k->out->len;
+            if (room > (1u << 30)) room = 1u << 30;
+            k->z.next_out = k->out->data + k->out->len;
+            k->z.avail_out = (uInt)room;
+            rc = deflate(&k->z, flush);
+            k->out->len += room - k->z.avail_out;
+            if (rc == Z_STREAM_ERROR) { k->failed = 1; return; }
+        } while (k->z.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
+        left -= in;
+    } while (left);
+    raw->len = 0;
+}
+
+static void sink_close(sink *k)
+{
+    if (k->gzip) deflateEnd(&k->z);
+}
+
+static void encode_raw(const hk_profile *p, hk_buf *out, sink *k)
 {
     hk_buf tmp, sub;
     hk_buf_init(&tmp);
     hk_buf_init(&sub);
+    hk_locbuf stack = {0};
     for (size_t i = 0; i < p->nvalues; i++) value_type(out, PROFILE_SAMPLE_TYPE, &p->sample_types[i], &tmp);
-    for (size_t i = 0; i < p->nsamples; i++) sample(out, p, i, &tmp, &sub);
+    for (size_t i = 0; i < p->nsamples; i++) {
+        sample(out, p, i, &tmp, &sub, &stack);
+        if (out->len >= FLUSH_AT) sink_feed(k, out, 0);
+    }
     for (size_t i = 0; i < p->nlocations; i++) location(out, p, i, &tmp, &sub);
     for (size_t i = 0; i < p->nfunctions; i++) function(out, p, i, &tmp);
     for (size_t i = 0; i < p->strings.count; i++) {
         size_t len;
         const char *s = hk_strtab_get(&p->strings, (uint32_t)i, &len);
         hk_pb_bytes(out, PROFILE_STRING_TABLE, s, len);
+        if (out->len >= FLUSH_AT) sink_feed(k, out, 0);
     }
     hk_pb_int(out, PROFILE_TIME_NANOS, p->time_nanos);
     hk_pb_int(out, PROFILE_DURATION_NANOS, p->duration_nanos);
@@ -90,49 +156,26 @@ static void encode_raw(const hk_profile *p, hk_buf *out)
         hk_pb_varint(out, p->comments[i]);
     }
     hk_pb_uint(out, PROFILE_DEFAULT_SAMPLE_TYPE, p->default_sample_type);
-    if (tmp.oom || sub.oom) out->oom = 1;
+    if (tmp.oom || sub.oom || stack.oom) out->oom = 1;
+    sink_feed(k, out, 1);
     hk_buf_free(&tmp);
     hk_buf_free(&sub);
-}
-
-int hk_gzip(const uint8_t *data, size_t n, hk_buf *out)
-{
-    if (n > UINT32_MAX) return -1; /* zlib counts in 32 bits: one deflate call can't take more */
-    z_stream z;
-    memset(&z, 0, sizeof(z));
-    /* windowBits 15 + 16 asks zlib for a gzip header and trailer */
-    if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -1;
-    size_t start = out->len;
-    size_t bound = deflateBound(&z, (uLong)n);
-    if (hk_buf_reserve(out, bound) < 0) { deflateEnd(&z); return -1; }
-    z.next_in = (Bytef *)data;
-    z.avail_in = (uInt)n;
-    z.next_out = out->data + out->len;
-    z.avail_out = (uInt)bound;
-    int rc = deflate(&z, Z_FINISH);
-    size_t written = z.total_out;
-    deflateEnd(&z);
-    if (rc != Z_STREAM_END) { out->len = start; return -1; }
-    out->len += written;
-    return 0;
+    hk_locbuf_free(&stack);
 }
 
 int hk_pprof_encode(const hk_profile *p, hk_buf *out, int gzip)
 {
-    hk_buf raw;
-    hk_buf_init(&raw);
-    encode_raw(p, &raw);
-    int rc = -1;
     size_t len0 = out->len;
     int oom0 = out->oom;
-    if (!raw.oom) {
-        if (gzip) {
-            rc = hk_gzip(raw.data, raw.len, out);
-        } else {
-            hk_buf_append(out, raw.data, raw.len);
-            rc = out->oom ? -1 : 0;
-        }
+    sink k;
+    hk_buf raw;
+    hk_buf_init(&raw);
+    int rc = sink_open(&k, out, gzip);
+    if (rc == 0) {
+        encode_raw(p, &raw, &k);
+        rc = k.failed || out->oom ? -1 : 0;
     }
+    sink_close(&k);
     hk_buf_free(&raw);
     if (rc < 0) { /* the contract: out is left as it was */
         out->len = len0;

@@ -9,7 +9,5 @@
 
 /* 0, or -1 (out of memory, or a zlib failure); out is left as it was on failure */
 int hk_pprof_encode(const hk_profile *p, hk_buf *out, int gzip);
-/* gzip-compress n bytes into out (a complete gzip member); 0 or -1 */
-int hk_gzip(const uint8_t *data, size_t n, hk_buf *out);
 
 #endif

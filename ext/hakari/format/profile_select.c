@@ -25,9 +25,9 @@ static uint8_t *match_functions(const hk_profile *p, const regex_t *re)
 /* whether a frame of sample i has a function marked in m */
 static int any_frame(const hk_profile *p, size_t i, const uint8_t *m)
 {
-    const uint32_t *locs = hk_profile_sample_locs(p, i);
-    for (uint32_t j = 0; j < p->samples[i].nloc; j++)
-        if (m[hk_profile_loc(p, locs[j])->function_id - 1]) return 1;
+    uint32_t n = 0;
+    for (uint32_t s = p->samples[i].stack; s && n < p->samples[i].nloc; s = p->stacks[s - 1].parent, n++)
+        if (m[hk_profile_loc(p, p->stacks[s - 1].loc)->function_id - 1]) return 1;
     return 0;
 }
 
@@ -99,6 +99,7 @@ hk_profile *hk_profile_select(const hk_profile *p, const hk_select *sel, char *e
     int has_focus = 0, has_ignore = 0;
     uint8_t *focus = NULL, *ignore = NULL;
     uint32_t *locs = NULL, *loc_map = NULL;
+    hk_locbuf stack = {0};
     hk_label *labels = NULL;
     hk_profile *q = NULL;
     const char *tag_value = sel->tag ? strchr(sel->tag, '=') : NULL;
@@ -142,7 +143,8 @@ hk_profile *hk_profile_select(const hk_profile *p, const hk_select *sel, char *e
         if (hk_array_grow((void **)&locs, &locs_cap, n, sizeof(*locs)) < 0 ||
             hk_array_grow((void **)&labels, &labels_cap, nl, sizeof(*labels)) < 0)
             goto oom;
-        const uint32_t *from = hk_profile_sample_locs(p, i);
+        const uint32_t *from = hk_profile_sample_locs(p, i, &stack);
+        if (!from) goto oom;
         for (uint32_t j = 0; j < n; j++) {
             uint32_t *to = &loc_map[from[j]];
             if (!*to && !(*to = copy_location(p, q, from[j], sel->lines))) goto oom;
@@ -170,6 +172,7 @@ fail:
     free(ignore);
     free(loc_map);
     free(locs);
+    hk_locbuf_free(&stack);
     free(labels);
     return q;
 }

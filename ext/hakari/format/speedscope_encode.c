@@ -41,6 +41,7 @@ int hk_speedscope_encode(const hk_profile *p, hk_buf *out)
         free(distinct);
         return -1;
     }
+    hk_locbuf stack = {0};
     size_t nthreads = 0;
     for (size_t i = 0; i < p->nsamples; i++) distinct[nthreads++] = thread[i] = thread_of(p, i);
     qsort(distinct, nthreads, sizeof(*distinct), by_num);
@@ -72,7 +73,11 @@ int hk_speedscope_encode(const hk_profile *p, hk_buf *out)
         int first = 1;
         for (size_t i = 0; i < p->nsamples; i++) {
             if (thread[i] != distinct[t]) continue;
-            const uint32_t *locs = hk_profile_sample_locs(p, i);
+            const uint32_t *locs = hk_profile_sample_locs(p, i, &stack);
+            if (!locs) {
+                out->oom = 1;
+                break;
+            }
             hk_buf_puts(out, first ? "[" : ",[");
             for (uint32_t j = p->samples[i].nloc; j-- > 0;)
                 hk_buf_printf(out, "%s%u", j + 1 == p->samples[i].nloc ? "" : ",", hk_profile_loc(p, locs[j])->function_id - 1);
@@ -91,5 +96,6 @@ int hk_speedscope_encode(const hk_profile *p, hk_buf *out)
     hk_buf_puts(out, "]}\n");
     free(thread);
     free(distinct);
+    hk_locbuf_free(&stack);
     return hk_buf_ok(out) ? 0 : -1;
 }

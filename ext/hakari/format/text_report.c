@@ -120,7 +120,8 @@ static int states_section(hk_buf *out, const hk_profile *p, size_t vi, size_t to
         other |= s != 0 && v != 0;
         row *above = s == 1 ? blocked : s == 2 ? waiting : NULL;
         if (above && p->samples[i].nloc >= 2) {
-            row *r = &above[hk_profile_loc(p, hk_profile_sample_locs(p, i)[1])->function_id - 1];
+            uint32_t caller = p->stacks[p->stacks[p->samples[i].stack - 1].parent - 1].loc;
+            row *r = &above[hk_profile_loc(p, caller)->function_id - 1];
             r->value = hk_add_sat(r->value, v);
         }
     }
