@@ -29,9 +29,11 @@ module Hakari
     def counters_memo = (@counters ||= counters.freeze)
     private :counters_memo
 
+    # counters only: a trace's samples are its call paths, maybe millions
     def inspect
-      h = to_h
-      "#<Hakari::Profile mode=#{h[:mode]} samples=#{h[:sample_count]} duration=#{h[:duration_ns] / 1_000_000}ms>"
+      h = counters_memo
+      count = h[:mode] == :trace ? "calls=#{h[:call_count]} paths=#{h[:node_count]}" : "samples=#{h[:sample_count]}"
+      "#<Hakari::Profile mode=#{h[:mode]} #{count} duration=#{h[:duration_ns].to_i / 1_000_000}ms>"
     end
   end
 
@@ -101,8 +103,13 @@ module Hakari
 
       session = @session || {}
       @session = nil
-      report_verbose(data) if session[:verbose]
-      save(session[:output], data, format: session[:format]) if session[:output]
+      report_verbose(data, Native.last_stop_ns) if session[:verbose]
+      if session[:output]
+        began = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
+        save(session[:output], data, format: session[:format])
+        written_ns = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond) - began
+        warn format("[hakari] wrote %s: %d bytes in %.1f ms", session[:output], File.size(session[:output]), written_ns / 1e6) if session[:verbose]
+      end
       writer&.write_last(data)
       data
     end
@@ -179,13 +186,13 @@ module Hakari
       end
     end
 
-    TRACE_OPTIONS = %i[measure exclude threads exclude_threads merge_fibers merge_threads allocations].freeze
+    TRACE_OPTIONS = %i[measure exclude threads exclude_threads merge_fibers merge_threads allocations max_paths].freeze
 
     def start_trace(measure: :wall, exclude: nil, threads: nil, exclude_threads: nil, merge_fibers: false,
-                    merge_threads: false, allocations: false, **unknown)
+                    merge_threads: false, allocations: false, max_paths: nil, **unknown)
       raise ArgumentError, "unknown keyword#{'s' if unknown.size > 1}: #{unknown.keys.map(&:inspect).join(', ')}" if unknown.any?
 
-      Native.trace_start(measure, exclude, threads, exclude_threads, merge_fibers, merge_threads, allocations)
+      Native.trace_start(measure, exclude, threads, exclude_threads, merge_fibers, merge_threads, allocations, max_paths)
     end
 
     def reject_trace_options(mode, options)
@@ -218,8 +225,11 @@ module Hakari
       raise ArgumentError, "cannot write profile to #{path.inspect}: #{problem}" if problem
     end
 
-    def report_verbose(data)
-      h = data.to_h
+    # counters only (to_h would build every sample's frames: millions of Ruby objects for a trace)
+    def report_verbose(data, stop_ns)
+      h = data.counters
+      return report_verbose_trace(h, stop_ns) if h[:mode] == :trace
+
       per_call = h[:sampling_count].zero? ? 0 : h[:sampling_time_ns] / h[:sampling_count] / 1000.0
       rate = h[:interval] ? "interval=#{h[:interval]}" : "frequency=#{h[:frequency]}Hz"
       warn format("[hakari] mode=%s %s timer=%s", h[:mode], rate, h[:timer])
@@ -227,6 +237,14 @@ module Hakari
                   h[:sampling_time_ns] / 1e6, per_call)
       warn format("[hakari] samples: %d recorded, %d dropped, %d triggers, %d threads", h[:sample_count],
                   h[:dropped_count], h[:trigger_count], h[:thread_count])
+      warn format("[hakari] stop: %.1f ms (the profile built)", stop_ns / 1e6)
+    end
+
+    def report_verbose_trace(h, stop_ns)
+      warn format("[hakari] mode=trace measure=%s", h[:measure])
+      warn format("[hakari] calls: %d, call paths: %d, methods: %d, threads and fibers: %d", h[:call_count],
+                  h[:node_count], h[:method_count], h[:thread_count])
+      warn format("[hakari] stop: %.1f ms (the profile built)", stop_ns / 1e6)
     end
   end
 end

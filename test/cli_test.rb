@@ -97,7 +97,9 @@ class CLITest < Minitest::Test
     burn_script
     _, err, st = hakari("record", "-m", "wall", "-f", "500", "-o", "w.txt", "-v", "ruby", "burn.rb")
     assert_equal 0, st.exitstatus, err
-    assert_match(/^hakari: wrote #{Regexp.escape(File.join(File.realpath(@dir), "w.txt"))} \(text, \d+ samples\)$/, err)
+    size = File.size(path("w.txt"))
+    assert_match(/^hakari: wrote #{Regexp.escape(File.join(File.realpath(@dir), "w.txt"))} \(text, \d+ samples, #{size} bytes\); stop \d+\.\d ms, write \d+\.\d ms$/, err)
+    assert_match(/^\[hakari\] stop: \d+\.\d ms \(the profile built\)$/, err)
     report = File.read(path("w.txt"))
     assert_match(/\(wall\)/, report)
     assert_match(/Frequency: 500 Hz/, report)

@@ -14,6 +14,7 @@
 
 #include "bindings.h"
 #include "buf.h"
+#include "clocks.h"
 #include "diff_report.h"
 #include "formats.h"
 #include "html_encode.h"
@@ -171,10 +172,27 @@ static void gc_stat_into(void *arg) { rb_gc_stat(*(VALUE *)arg); }
  * as the sampler's time ends, before the profile is built: the program's GC figures, read where
  * no sample can land (a tick in a GC.stat called before stop put hakari's at_exit frames in the
  * profile) and before the build's allocations. A trace, paused by then, fills it first. */
+/* how long the last stop took (its profile's build), for -v: read here, in C, because a
+ * clock read from Ruby before the stop would be a call the trace counts */
+static int64_t last_stop_ns;
+
+static VALUE native_last_stop_ns(VALUE mod) { return LL2NUM(last_stop_ns); }
+
+static VALUE stop_profile(VALUE gc);
+
 static VALUE native_stop(int argc, VALUE *argv, VALUE mod)
 {
-    VALUE gc = argc > 0 ? argv[0] : Qnil;
     if (argc > 1) rb_error_arity(argc, 0, 1);
+    VALUE gc = argc > 0 ? argv[0] : Qnil;
+    int64_t began = hk_clock_ns(CLOCK_MONOTONIC);
+    last_stop_ns = 0;
+    VALUE profile = stop_profile(gc);
+    last_stop_ns = hk_clock_ns(CLOCK_MONOTONIC) - began;
+    return profile;
+}
+
+static VALUE stop_profile(VALUE gc)
+{
     if (!NIL_P(gc) && !RB_TYPE_P(gc, T_HASH))
         rb_raise(rb_eArgError, "gc_stat_into must be a Hash, not %+" PRIsVALUE, gc);
     hk_sampler_stats st;
@@ -216,9 +234,10 @@ static VALUE check_threads(const char *what, VALUE v)
     return rb_obj_freeze(rb_ary_dup(v));
 }
 
-/* Native.trace_start(measure, exclude, threads, exclude_threads, merge_fibers, merge_threads, allocations) -> true */
+/* Native.trace_start(measure, exclude, threads, exclude_threads, merge_fibers, merge_threads, allocations,
+ *                    max_paths) -> true */
 static VALUE native_trace_start(VALUE mod, VALUE measure, VALUE exclude, VALUE threads, VALUE exclude_threads,
-                                VALUE merge_fibers, VALUE merge_threads, VALUE allocations)
+                                VALUE merge_fibers, VALUE merge_threads, VALUE allocations, VALUE max_paths)
 {
     hk_tracer_config cfg;
     ID m = option_id(measure);
@@ -232,6 +251,14 @@ static VALUE native_trace_start(VALUE mod, VALUE measure, VALUE exclude, VALUE t
     cfg.merge_fibers = boolean_option("merge_fibers", merge_fibers);
     cfg.merge_threads = boolean_option("merge_threads", merge_threads);
     cfg.allocations = boolean_option("allocations", allocations);
+    cfg.max_paths = 0;
+    if (!NIL_P(max_paths)) {
+        /* an Integer past the fixnum range is past the limit too */
+        if (!FIXNUM_P(max_paths) || FIX2LONG(max_paths) < 1 || FIX2LONG(max_paths) > (long)HK_MAX_MAX_PATHS)
+            rb_raise(rb_eArgError, "invalid max_paths: %+" PRIsVALUE " (expected an Integer from 1 to %u)", max_paths,
+                     HK_MAX_MAX_PATHS);
+        cfg.max_paths = NUM2UINT(max_paths);
+    }
     if (hk_sampler_running()) rb_raise(rb_eRuntimeError, "hakari: hakari is already running");
     char err[256];
     if (hk_tracer_start(&cfg, err, sizeof(err)) < 0) rb_raise(rb_eRuntimeError, "hakari: %s", err);
@@ -443,7 +470,8 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_module_function(mNative, "write_file", native_write_file, 3);
     rb_define_module_function(mNative, "end_at_exit", native_end_at_exit, -1);
     rb_gc_register_address(&end_gc_hash);
-    rb_define_module_function(mNative, "trace_start", native_trace_start, 7);
+    rb_define_module_function(mNative, "trace_start", native_trace_start, 8);
+    rb_define_module_function(mNative, "last_stop_ns", native_last_stop_ns, 0);
     rb_define_module_function(mNative, "pause", native_pause, 0);
     rb_define_module_function(mNative, "resume", native_resume, 0);
     rb_define_module_function(mNative, "paused?", native_paused_p, 0);
@@ -458,6 +486,8 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_const(mNative, "MIN_FREQUENCY", INT2NUM(HK_MIN_FREQUENCY));
     rb_define_const(mNative, "MAX_FREQUENCY", INT2NUM(HK_MAX_FREQUENCY));
     rb_define_const(mNative, "MAX_INTERVAL", INT2NUM(HK_MAX_INTERVAL));
+    rb_define_const(mNative, "MAX_MAX_PATHS", UINT2NUM(HK_MAX_MAX_PATHS));
+    rb_define_const(mNative, "DEFAULT_MAX_PATHS", UINT2NUM(HK_DEFAULT_MAX_PATHS));
 
     hk_profile_api_init(mHakari);
 

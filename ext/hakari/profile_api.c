@@ -410,6 +410,11 @@ static VALUE trace_counters(const hk_tracer_stats *ts)
     SET(h, "method_count", ULL2NUM(ts->method_count));
     SET(h, "thread_count", ULL2NUM(ts->context_count));
     SET(h, "unmatched_returns", ULL2NUM(ts->unmatched_returns));
+    SET(h, "max_paths", ULL2NUM(ts->max_paths));
+    SET(h, "folded_calls", ULL2NUM(ts->folded_calls));
+    SET(h, ts->measure == HK_MEASURE_ALLOCATIONS ? "folded_objects" : "folded_ns",
+        LL2NUM((int64_t)((double)ts->folded_measure * ts->scale)));
+    SET(h, "dropped_calls", ULL2NUM(ts->dropped_calls));
     if (ts->allocations) {
         SET(h, "allocation_count", ULL2NUM(ts->allocation_count));
         SET(h, "allocation_sites", ULL2NUM(ts->allocation_sites));

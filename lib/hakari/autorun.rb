@@ -51,6 +51,7 @@ module Hakari
       opts[:mode] = env[S::ENV_MODE].to_sym if env[S::ENV_MODE]
       opts[:measure] = env[S::ENV_MEASURE].to_sym if env[S::ENV_MEASURE]
       opts[:allocations] = flag(S::ENV_ALLOCATIONS, env[S::ENV_ALLOCATIONS]) if env[S::ENV_ALLOCATIONS]
+      opts[:max_paths] = max_paths(env[S::ENV_MAX_PATHS]) if env[S::ENV_MAX_PATHS]
       opts[:frequency] = frequency(env[S::ENV_FREQUENCY]) if env[S::ENV_FREQUENCY]
       opts[:interval] = interval(env[S::ENV_INTERVAL]) if env[S::ENV_INTERVAL]
       opts[:verbose] = true if env[S::ENV_VERBOSE] == "1"
@@ -79,6 +80,13 @@ module Hakari
 
       raise ArgumentError, "invalid #{S::ENV_FREQUENCY} #{value.inspect} (expected an integer from " \
                            "#{Hakari::Native::MIN_FREQUENCY} to #{Hakari::Native::MAX_FREQUENCY})"
+    end
+
+    # an integer, or ArgumentError naming the variable and its value; Hakari.start checks the range
+    def max_paths(value)
+      return Integer(value, 10) if value.match?(/\A[0-9]+\z/)
+
+      raise ArgumentError, "invalid #{S::ENV_MAX_PATHS} #{value.inspect} (expected an integer from 1 to #{Hakari::Native::MAX_MAX_PATHS})"
     end
 
     # an integer, or ArgumentError naming the variable and its value; Hakari.start checks the range
@@ -138,7 +146,7 @@ module Hakari
       # cost, not the program's, and a GC.stat called here could be sampled under this method
       data = Hakari.stop(gc_stat_into: @gc_after)
       return fail_with("profiling was stopped by the program before exit (Hakari.stop)") unless data
-      result = { "status" => "ok", "pid" => @pid }
+      result = { "status" => "ok", "pid" => @pid, "stop_ns" => Hakari::Native.last_stop_ns }
       data.counters.each { |k, v| result[k.to_s] = v }
       gc_deltas(@gc_before, @gc_after).each { |k, v| result[k] = v }
       case data[:mode]
@@ -152,7 +160,10 @@ module Hakari
       result["output"] = @snapshots if @snapshots
       if @output
         begin
+          began = now_ns
           Hakari.save(@output, data, format: @format)
+          result["write_ns"] = now_ns - began
+          result["output_bytes"] = File.size(@output) if File.file?(@output)
           result["output"] = @output
         rescue StandardError => e
           result["status"] = "error"
@@ -164,6 +175,8 @@ module Hakari
     rescue StandardError => e
       fail_with("could not finish profiling: #{e.message}")
     end
+
+    def now_ns = Process.clock_gettime(Process::CLOCK_MONOTONIC, :nanosecond)
 
     STATE_FRAMES = { "[GVL blocked]" => "blocked", "[GVL wait]" => "wait", "[GC marking]" => "gc_marking",
                      "[GC sweeping]" => "gc_sweeping" }.freeze

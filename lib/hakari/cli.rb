@@ -83,8 +83,7 @@ module Hakari
       if ok && o.verbose && o.every
         @err.puts "hakari: wrote snapshots every #{o.every} s to #{o.output}"
       elsif ok && o.verbose && o.output
-        @err.puts "hakari: wrote #{o.output} (#{o.format || Hakari.format_for(o.output)}, " \
-                  "#{outcome.result["sample_count"]} samples)"
+        @err.puts "hakari: #{wrote_line(o, outcome.result)}"
       end
       exit_status(outcome, ok)
     end
@@ -125,6 +124,15 @@ module Hakari
     end
 
     # The command's failure wins; hakari's own failure only turns a success into 1.
+    # -v: what was written, and what stopping and writing cost (the profiler's time after the program's)
+    def wrote_line(o, r)
+      what = r["mode"].to_s == "trace" ? "#{r["call_count"]} calls, #{r["node_count"]} call paths" : "#{r["sample_count"]} samples"
+      size = r["output_bytes"] ? ", #{r["output_bytes"]} bytes" : ""
+      line = "wrote #{o.output} (#{o.format || Hakari.format_for(o.output)}, #{what}#{size})"
+      line += format("; stop %.1f ms, write %.1f ms", r["stop_ns"].to_f / 1e6, r["write_ns"].to_f / 1e6) if r["stop_ns"] && r["write_ns"]
+      line
+    end
+
     def exit_status(outcome, ok)
       return outcome.exit_code unless outcome.exit_code.zero?
       ok ? 0 : 1

@@ -117,7 +117,10 @@ static uint32_t new_node(uint32_t parent, uint32_t method, uint32_t seq)
     return (uint32_t)T.nnodes++;
 }
 
-static uint32_t child_node(hk_troot *r, uint32_t parent, uint32_t method)
+#define NO_NODE UINT32_MAX /* out of memory, or no room left under the budget */
+
+/* the (parent, method) node; a new one only while the tracer has fewer than `room` nodes */
+static uint32_t child_node(hk_troot *r, uint32_t parent, uint32_t method, size_t room)
 {
     hk_child_cache_entry *e = &T.child_cache[(parent * 0x9e3779b1u ^ method) & (HK_CHILD_CACHE - 1)];
     if (e->parent == parent && e->method == method && e->node) return e->node;
@@ -127,13 +130,57 @@ static uint32_t child_node(hk_troot *r, uint32_t parent, uint32_t method)
         *e = (hk_child_cache_entry){parent, method, id};
         return id;
     }
+    if (T.nnodes >= room) return NO_NODE;
     id = new_node(parent, method, r->seq);
-    if (id == UINT32_MAX || hk_u64_map_put(&T.children, key, id) < 0) return UINT32_MAX;
+    if (id == UINT32_MAX || hk_u64_map_put(&T.children, key, id) < 0) return NO_NODE;
     *e = (hk_child_cache_entry){parent, method, id};
     if (parent == r->node &&
         hk_array_grow((void **)&r->top, &r->top_cap, r->ntop + 1, sizeof(*r->top)) == 0)
         r->top[r->ntop++] = id;
     return id;
+}
+
+/* The [folded] pseudo-method, made when the budget is first reached: interned under a key no
+ * real method has (a C/Ruby flag of 2), so method ids stay dense. 0 when out of memory. */
+static uint32_t fold_method(void)
+{
+    if (T.fold_method) return T.fold_method;
+    uint32_t key[5] = {0, 0, 0, 0, 2};
+    if (hk_array_grow((void **)&T.methods, &T.methods_cap, T.nmethods + 1, sizeof(*T.methods)) < 0) return 0;
+    int64_t id = hk_intern_seq(&T.method_index, key, 5);
+    if (id < 0) return 0;
+    T.methods[id] = (hk_tmethod){Qnil, 0, 0, 0, 0};
+    T.nmethods = (size_t)id + 1;
+    return T.fold_method = (uint32_t)id;
+}
+
+/* The leaf of method m under the [folded] node g, or g itself past the hard limit */
+static uint32_t fold_leaf(hk_troot *r, uint32_t g, uint32_t m)
+{
+    uint32_t n = child_node(r, g, m, T.hard_limit);
+    return n == NO_NODE ? g : n;
+}
+
+/* The node of a call of m made from the node parent. Until the budget is reached, the
+ * (parent, m) node, made when new. Past it, a new path folds: the call's node is m's leaf
+ * under the [folded] node of its nearest kept ancestor (made when new), and so is every
+ * call made below it, whatever its depth: the leaves' calls, self and wait are exact per
+ * method, and the ancestor's subtree keeps its whole time. NO_NODE when none can be had. */
+static uint32_t call_node(hk_troot *r, uint32_t parent, uint32_t m)
+{
+    if (T.folding) {
+        const hk_tnode *p = &T.nodes[parent];
+        if (p->method == T.fold_method) return fold_leaf(r, parent, m); /* a call at [folded] itself */
+        if (p->parent != UINT32_MAX && T.nodes[p->parent].method == T.fold_method)
+            return fold_leaf(r, p->parent, m); /* a call below a folded one */
+    }
+    uint32_t node = child_node(r, parent, m, T.max_paths);
+    if (node != NO_NODE || T.nnodes < T.max_paths) return node; /* found, made, or out of memory */
+    uint32_t f = fold_method();
+    if (!f) return NO_NODE;
+    T.folding = 1;
+    uint32_t g = child_node(r, parent, f, T.hard_limit);
+    return g == NO_NODE ? NO_NODE : fold_leaf(r, g, m);
 }
 
 /* ---- contexts -------------------------------------------------------------- */
@@ -234,8 +281,8 @@ static void on_call(hk_tcontext *c, uint32_t m, int64_t now)
     hk_tframe *f = &c->stack[c->depth++];
     *f = (hk_tframe){parent, m, 0, now, 0, 0};
     if (T.paused || T.methods[m].excluded) return; /* transparent: its time stays with the caller */
-    uint32_t node = child_node(r, parent, m);
-    if (node == UINT32_MAX) { T.dropped++; return; }
+    uint32_t node = call_node(r, parent, m);
+    if (node == NO_NODE) { T.dropped++; return; }
     T.nodes[node].calls++;
     T.calls++;
     f->node = node;
@@ -427,6 +474,8 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
     }
     free_state();
     T.cfg = *cfg;
+    T.max_paths = cfg->max_paths ? cfg->max_paths : HK_DEFAULT_MAX_PATHS;
+    T.hard_limit = T.max_paths + T.max_paths / 2;
     VALUE mod = rb_const_get(rb_cObject, rb_intern("Hakari"));
     T.own_singleton = rb_singleton_class(mod);
     T.native_singleton = rb_singleton_class(rb_const_get(mod, rb_intern("Native")));
@@ -485,7 +534,17 @@ static void fill_stats(hk_tracer_stats *st)
     st->event_count = T.events;
     st->call_count = T.calls;
     st->node_count = T.nnodes - T.nroots;
-    st->method_count = T.nmethods - 1;
+    st->method_count = T.nmethods - 1 - (T.fold_method != 0);
+    st->max_paths = T.max_paths;
+    st->dropped_calls = T.dropped;
+    for (size_t i = 0; T.folding && i < T.nnodes; i++) {
+        const hk_tnode *n = &T.nodes[i];
+        int folded = n->method == T.fold_method ||
+                     (n->parent != UINT32_MAX && T.nodes[n->parent].method == T.fold_method);
+        if (!folded) continue;
+        st->folded_calls += n->calls;
+        st->folded_measure += n->total - n->child; /* self + wait */
+    }
     st->context_count = T.ncontexts;
     st->unmatched_returns = T.unmatched_returns;
     for (size_t i = 0; i < T.nallocs; i++) st->allocation_count += T.allocs[i].count;
@@ -519,6 +578,8 @@ hk_profile *hk_tracer_stop(hk_tracer_stats *stats)
     T.running = 0;
     session_gen++;
     fill_stats(stats);
+    /* the (parent, method) index is for the events only: its room goes back before the build */
+    hk_u64_map_free(&T.children);
     hk_profile *p = hk_tracer_build_profile(&T, stats);
     free_state();
     return p;

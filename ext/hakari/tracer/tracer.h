@@ -9,7 +9,11 @@
  *             recursion level; children found through a (parent, method) map;
  *   contexts  one per fiber (threads have a root fiber): its frame stack, its
  *             root node, the time it was switched out.
- * Memory grows with unique call paths, methods and contexts, not run length.
+ * Memory grows with unique call paths, methods and contexts, not run length, and the
+ * call paths are a budget (max_paths): past it, a call on a new path folds into a
+ * "[folded]" node under its nearest kept ancestor, with one leaf per method called
+ * there, so every method's calls, self time and wait stay exact and the totals of the
+ * kept paths stay whole; at most 1.5 x max_paths nodes are ever made.
  */
 #ifndef HK_TRACER_H
 #define HK_TRACER_H
@@ -37,7 +41,11 @@ typedef struct hk_tracer_config {
     VALUE exclude_threads;  /* Array of Thread not to trace, or Qnil */
     int merge_fibers, merge_threads;
     int allocations;        /* each method's objects by class and line, beside the measure */
+    uint32_t max_paths;     /* call paths kept as their own nodes; past them, calls fold */
 } hk_tracer_config;
+
+#define HK_DEFAULT_MAX_PATHS 500000u
+#define HK_MAX_MAX_PATHS 1000000000u
 
 typedef struct hk_tracer_stats {
     hk_measure measure;
@@ -47,6 +55,10 @@ typedef struct hk_tracer_stats {
     uint64_t allocation_count;  /* allocations: true — the objects counted, and their sites */
     uint64_t allocation_sites;
     uint64_t allocations_unseen; /* made where no context was known yet, or the table had no room */
+    uint64_t max_paths;
+    uint64_t folded_calls;      /* calls made on paths past the budget, in [folded] nodes */
+    int64_t folded_measure;     /* their time (or objects): the [folded] nodes' self and wait, in recorded units */
+    uint64_t dropped_calls;     /* calls that found no node at all (memory, or the hard limit): their time went to the caller */
     int allocations;
     double scale;               /* measure units per recorded unit (TSC ticks -> ns), else 1 */
 } hk_tracer_stats;

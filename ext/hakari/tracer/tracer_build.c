@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "tracer_int.h"
 
 static VALUE attached_object(VALUE singleton)
@@ -78,6 +79,11 @@ static void add_comments(hk_profile *p, const hk_tracer_stats *st)
              (unsigned long long)st->node_count, (unsigned long long)st->method_count,
              (unsigned long long)st->context_count, (unsigned long long)st->unmatched_returns);
     hk_profile_add_comment(p, line);
+    snprintf(line, sizeof(line), "max_paths=%llu folded_calls=%llu folded_%s=%lld dropped_calls=%llu",
+             (unsigned long long)st->max_paths, (unsigned long long)st->folded_calls,
+             st->measure == HK_MEASURE_ALLOCATIONS ? "objects" : "ns",
+             (long long)((double)st->folded_measure * st->scale), (unsigned long long)st->dropped_calls);
+    hk_profile_add_comment(p, line);
     if (st->allocations) {
         snprintf(line, sizeof(line), "allocations=%llu sites=%llu unseen=%llu",
                  (unsigned long long)st->allocation_count, (unsigned long long)st->allocation_sites,
@@ -91,6 +97,10 @@ static uint32_t *resolve_methods(const hk_tracer *t, hk_profile *p)
     uint32_t *func_of = calloc(t->nmethods + 1, sizeof(*func_of));
     if (!func_of) return NULL;
     for (size_t i = 1; i < t->nmethods; i++) {
+        if (i == t->fold_method) { /* the calls past the call-path budget: see tracer.h */
+            func_of[i] = hk_profile_function(p, hk_profile_string(p, "[folded]"), 0, hk_profile_string(p, "<hakari>"), 0);
+            continue;
+        }
         VALUE file = Qnil;
         long line = 0;
         /* a C method's owner may also have a Ruby method of the same original name */
@@ -101,29 +111,49 @@ static uint32_t *resolve_methods(const hk_tracer *t, hk_profile *p)
     return func_of;
 }
 
-/* a node's path up to its root (leaf first) as location ids, in *path (grown as needed); its depth, or -1 */
-static long node_path(const hk_tracer *t, uint32_t node, const uint32_t *loc_of, uint32_t **path, size_t *cap)
+#define NOT_YET UINT32_MAX
+
+/* Each node's stack in the profile (0 for a root) and its depth: a node's stack is its
+ * method's location under its parent's, one entry of the profile's stack trie. No path is
+ * ever copied: a trace of millions of call paths costs a few words per path here. Nodes
+ * mostly come after their parents, but a caller adopted at an unmatched return (start
+ * mid-stack) becomes the parent of older nodes: a node whose parent has no stack yet has
+ * its chain of such parents done first. 0, or -1 when out of memory. */
+static int node_stacks(const hk_tracer *t, hk_profile *p, const uint32_t *loc_of, uint32_t *stack_of, uint32_t *depth_of)
 {
-    size_t depth = 0;
-    for (uint32_t j = node; j != UINT32_MAX && t->nodes[j].method != 0; j = t->nodes[j].parent) {
-        if (depth == *cap) {
-            size_t grown = *cap ? *cap * 2 : 256;
-            uint32_t *np = realloc(*path, grown * sizeof(*np));
-            if (!np) return -1;
-            *path = np;
-            *cap = grown;
+    uint32_t *chain = NULL;
+    size_t chain_cap = 0;
+    if (hk_profile_reserve_stacks(p, t->nnodes) < 0) return -1;
+    for (size_t i = 0; i < t->nnodes; i++) stack_of[i] = NOT_YET;
+    for (size_t i = 0; i < t->nnodes; i++) {
+        size_t n = 0;
+        for (uint32_t j = (uint32_t)i; stack_of[j] == NOT_YET; j = t->nodes[j].parent) {
+            if (t->nodes[j].method == 0 || t->nodes[j].parent == UINT32_MAX) { /* a root */
+                stack_of[j] = depth_of[j] = 0;
+                break;
+            }
+            if (hk_array_grow((void **)&chain, &chain_cap, n + 1, sizeof(*chain)) < 0) goto fail;
+            chain[n++] = j;
         }
-        (*path)[depth++] = loc_of[t->nodes[j].method];
+        while (n-- > 0) {
+            const hk_tnode *node = &t->nodes[chain[n]];
+            uint32_t s = hk_profile_stack_append(p, stack_of[node->parent], loc_of[node->method]);
+            if (!s) goto fail;
+            stack_of[chain[n]] = s;
+            depth_of[chain[n]] = depth_of[node->parent] + 1;
+        }
     }
-    return (long)depth;
+    free(chain);
+    return 0;
+fail:
+    free(chain);
+    return -1;
 }
 
 /* allocations: true — each site a sample under its node's path, with the values [0, 0, 0,
- * objects, bytes] and the labels thread, class, file and line. 0, or -1 when out of memory. */
-static int add_alloc_samples(const hk_tracer *t, hk_profile *p, const uint32_t *loc_of)
+ * objects, bytes] and the labels thread, class, file and line */
+static void add_alloc_samples(const hk_tracer *t, hk_profile *p, const uint32_t *stack_of, const uint32_t *depth_of)
 {
-    uint32_t *path = NULL;
-    size_t cap = 0;
     int64_t values[5] = {0, 0, 0, 0, 0};
     hk_label labels[4] = {{.key = hk_profile_string(p, "thread")},
                           {.key = hk_profile_string(p, "class")},
@@ -131,8 +161,6 @@ static int add_alloc_samples(const hk_tracer *t, hk_profile *p, const uint32_t *
                           {.key = hk_profile_string(p, "line")}};
     for (size_t i = 0; i < t->nallocs; i++) {
         const hk_talloc *a = &t->allocs[i];
-        long depth = node_path(t, a->node, loc_of, &path, &cap);
-        if (depth < 0) goto fail;
         VALUE name = rb_class_name(a->klass);
         labels[0].num = t->nodes[a->node].context_seq;
         labels[1].str = hk_profile_string_n(p, RSTRING_PTR(name), (size_t)RSTRING_LEN(name));
@@ -142,20 +170,14 @@ static int add_alloc_samples(const hk_tracer *t, hk_profile *p, const uint32_t *
         labels[3].num = a->line;
         values[3] = (int64_t)a->count;
         values[4] = (int64_t)a->bytes;
-        hk_profile_add_sample(p, path, (uint32_t)depth, values, labels, 4);
+        hk_profile_add_sample_stack(p, stack_of[a->node], depth_of[a->node], values, labels, 4);
     }
-    free(path);
-    return 0;
-fail:
-    free(path);
-    return -1;
 }
 
 hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *st)
 {
     hk_profile *p = hk_profile_new();
-    uint32_t *func_of = NULL, *loc_of = NULL, *path = NULL;
-    size_t path_cap = 0;
+    uint32_t *func_of = NULL, *loc_of = NULL, *stack_of = NULL, *depth_of = NULL;
     if (!p) return NULL;
     const char *measure = hk_measure_name(st->measure);
     const char *unit = st->measure == HK_MEASURE_ALLOCATIONS ? "count" : "nanoseconds";
@@ -179,28 +201,33 @@ hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *s
     for (size_t i = 1; i < t->nmethods; i++)
         loc_of[i] = hk_profile_location(p, func_of[i], hk_profile_func(p, func_of[i])->start_line);
 
+    stack_of = malloc((t->nnodes + 1) * sizeof(*stack_of));
+    depth_of = malloc((t->nnodes + 1) * sizeof(*depth_of));
+    if (!stack_of || !depth_of || node_stacks(t, p, loc_of, stack_of, depth_of) < 0 ||
+        hk_profile_reserve(p, t->nnodes + t->nallocs) < 0)
+        goto fail;
     hk_label label = {.key = hk_profile_string(p, "thread")};
     for (size_t i = 0; i < t->nnodes; i++) {
         const hk_tnode *n = &t->nodes[i];
         if (n->method == 0 || n->calls == 0) continue; /* roots; nodes of never-counted calls */
-        long depth = node_path(t, (uint32_t)i, loc_of, &path, &path_cap);
-        if (depth < 0) goto fail;
         int64_t self = n->total - n->child - n->wait;
         int64_t values[5] = {(int64_t)n->calls, (int64_t)((double)(self < 0 ? 0 : self) * st->scale),
                              (int64_t)((double)n->wait * st->scale), 0, 0};
         label.num = n->context_seq;
-        hk_profile_add_sample(p, path, (uint32_t)depth, values, &label, 1);
+        hk_profile_add_sample_stack(p, stack_of[i], depth_of[i], values, &label, 1);
     }
-    if (st->allocations && add_alloc_samples(t, p, loc_of) < 0) goto fail;
+    if (st->allocations) add_alloc_samples(t, p, stack_of, depth_of);
     if (!hk_profile_ok(p)) goto fail;
     free(func_of);
     free(loc_of);
-    free(path);
+    free(stack_of);
+    free(depth_of);
     return p;
 fail:
     free(func_of);
     free(loc_of);
-    free(path);
+    free(stack_of);
+    free(depth_of);
     hk_profile_free(p);
     return NULL;
 }

@@ -71,6 +71,10 @@ typedef struct hk_tracer {
     hk_u64_map thread_context;        /* thread VALUE -> index of the context its events ran in last */
     hk_tcontext *cur;                 /* the context of the last event */
     uint64_t events, calls, dropped, unmatched_returns;
+    /* the call-path budget: nodes made past max_paths are [folded] ones, up to hard_limit */
+    size_t max_paths, hard_limit;
+    int folding;                      /* the budget was reached: [folded] nodes may exist */
+    uint32_t fold_method;             /* the [folded] pseudo-method's index, 0 until folding */
     /* allocations: true (tracer_allocs.c) */
     int in_event;                     /* the event hook runs: what it allocates is hakari's */
     hk_talloc *allocs; size_t nallocs, allocs_cap;

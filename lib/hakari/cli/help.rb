@@ -25,6 +25,9 @@ module Hakari
           --measure MEASURE     with -m trace: wall (default), cpu or allocations
           --allocations         with -m trace: each method's objects by class and source line, counted
                                 beside the measure (the flat and graph reports' allocation table)
+          --max-paths N         with -m trace: call paths kept apart (default 500000); calls on newer
+                                paths fold into a [folded] frame under their nearest kept caller,
+                                each method's calls and self time still exact (memory stays bounded)
           -f, --frequency HZ    cpu and wall: samples per second, an integer from 1 to 10000 (default 1000)
           -i, --interval N      object: a sample every N allocated objects on average, 1 for every
                                 one (default 100); retained: every N-th object followed (default 1)
@@ -204,6 +207,7 @@ module Hakari
             HAKARI_MODE        cpu, wall, object, retained or trace (default cpu)
             HAKARI_MEASURE     with trace: wall, cpu or allocations
             HAKARI_ALLOCATIONS with trace: 1 counts each method's objects by class and line (--allocations)
+            HAKARI_MAX_PATHS   with trace: call paths kept apart (--max-paths)
             HAKARI_FREQUENCY   Hz (default 1000)
             HAKARI_INTERVAL    object and retained: objects per sample (default 100; retained 1)
             HAKARI_OUTPUT      profile path (standalone default hakari.pb.gz, or named for HAKARI_FORMAT)

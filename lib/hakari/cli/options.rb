@@ -13,7 +13,7 @@ module Hakari
     # up front, so a bad value never gets as far as running the command.
     module Options
 
-      Parsed = Struct.new(:mode, :measure, :allocations, :frequency, :interval, :output, :format, :print,
+      Parsed = Struct.new(:mode, :measure, :allocations, :max_paths, :frequency, :interval, :output, :format, :print,
                           :verbose, :report, :no_synthesize, :fork, :every, :argv, keyword_init: true)
 
       module_function
@@ -30,6 +30,9 @@ module Hakari
         end
         if o.allocations && o.mode != :trace
           raise UsageError, "--allocations applies to -m trace (mode is #{o.mode}; -m object samples allocations)"
+        end
+        if o.max_paths && o.mode != :trace
+          raise UsageError, "--max-paths applies to -m trace (mode is #{o.mode})"
         end
         if o.no_synthesize && o.mode == :trace
           raise UsageError, "--no-synthesize applies to the sampling modes (tracing sees every call)"
@@ -98,6 +101,7 @@ module Hakari
         op.on("-m", "--mode MODE") { |v| o.mode = choice("mode", v, Hakari::MODES) }
         op.on("--measure MEASURE") { |v| o.measure = choice("measure", v, Hakari::MEASURES) }
         op.on("--allocations") { o.allocations = true }
+        op.on("--max-paths N") { |v| o.max_paths = parse_max_paths(v) }
         op.on("-f", "--frequency HZ") { |v| o.frequency = parse_frequency(v) }
         op.on("-i", "--interval N") { |v| o.interval = parse_interval(v) }
         op.on("-o", "--output PATH") { |v| o.output = v }
@@ -129,6 +133,12 @@ module Hakari
       end
 
       # objects per sample in object mode: the engine's range
+      def parse_max_paths(value)
+        n = value.match?(/\A[0-9]+\z/) ? Integer(value, 10) : nil
+        return n if n&.between?(1, Hakari::Native::MAX_MAX_PATHS)
+        raise UsageError, "invalid max-paths #{value.inspect} (expected an integer from 1 to #{Hakari::Native::MAX_MAX_PATHS} call paths)"
+      end
+
       def parse_interval(value)
         n = value.match?(/\A[0-9]+\z/) ? Integer(value, 10) : nil
         return n if n&.between?(1, Hakari::Native::MAX_INTERVAL)

@@ -52,6 +52,7 @@ module Hakari
         env[Session::ENV_MODE] = @o.mode.to_s
         env[Session::ENV_MEASURE] = @o.measure.to_s if @o.measure
         env[Session::ENV_ALLOCATIONS] = "1" if @o.allocations
+        env[Session::ENV_MAX_PATHS] = @o.max_paths.to_s if @o.max_paths
         env[Session::ENV_FREQUENCY] = @o.frequency.to_s if @o.frequency
         env[Session::ENV_INTERVAL] = @o.interval.to_s if @o.interval
         env[Session::ENV_OUTPUT] = @o.output if @o.output

@@ -11,6 +11,7 @@ module Hakari
       ENV_MODE      = "HAKARI_MODE"       # cpu | wall | object | retained | trace
       ENV_MEASURE   = "HAKARI_MEASURE"    # with trace: wall | cpu | allocations
       ENV_ALLOCATIONS = "HAKARI_ALLOCATIONS" # with trace: 1 = Hakari.start(allocations: true)
+      ENV_MAX_PATHS = "HAKARI_MAX_PATHS"  # with trace: Hakari.start(max_paths: N)
       ENV_FREQUENCY = "HAKARI_FREQUENCY"  # Hz
       ENV_INTERVAL  = "HAKARI_INTERVAL"   # object mode: objects per sample
       ENV_OUTPUT    = "HAKARI_OUTPUT"     # absolute path of the profile file; unset under a session = no file
@@ -21,7 +22,7 @@ module Hakari
       ENV_FORK      = "HAKARI_FORK"       # inherit = Hakari.start(fork: :inherit)
       ENV_EVERY     = "HAKARI_EVERY"      # seconds: snapshots every so often into the directory HAKARI_OUTPUT
       ENV_CLAIMED   = "HAKARI_CLAIMED"    # standalone only: pid of the process that profiles
-      ALL_ENV = [ENV_DIR, ENV_MODE, ENV_MEASURE, ENV_ALLOCATIONS, ENV_FREQUENCY, ENV_INTERVAL, ENV_OUTPUT, ENV_FORMAT,
+      ALL_ENV = [ENV_DIR, ENV_MODE, ENV_MEASURE, ENV_ALLOCATIONS, ENV_MAX_PATHS, ENV_FREQUENCY, ENV_INTERVAL, ENV_OUTPUT, ENV_FORMAT,
                  ENV_VERBOSE, ENV_SYNTHESIZE, ENV_REPORT, ENV_CLAIMED, ENV_FORK, ENV_EVERY].freeze
 
       CLAIM_FILE  = "claim"       # created O_EXCL by the first Ruby process; holds its pid

@@ -1,0 +1,149 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "open3"
+require "tmpdir"
+
+# Tracing's call-path budget (max_paths:, --max-paths): past it, calls on new paths fold into
+# a [folded] node under their nearest kept caller. Memory stays bounded however long the run,
+# every method's calls and self stay exact, the kept paths' totals stay whole, and the output
+# says how much was folded. measure: :allocations makes self exact to compare: the objects a
+# method made itself are the same in every run of the same code.
+class TraceBudgetTest < Minitest::Test
+  EXE = File.expand_path("../exe/hakari", __dir__)
+  # Paths that keep coming: each i walks 10 levels of six methods, chosen by i's bits.
+  class PathWalker
+    6.times do |k|
+      class_eval <<~RUBY, __FILE__, __LINE__ + 1
+        def w#{k}(i, depth) = depth.zero? ? leaf(i) : step(i, depth - 1)
+      RUBY
+    end
+
+    def step(i, depth)
+      case (i >> (depth % 12)) % 6
+      when 0 then w0(i, depth) when 1 then w1(i, depth) when 2 then w2(i, depth)
+      when 3 then w3(i, depth) when 4 then w4(i, depth) else w5(i, depth)
+      end
+    end
+
+    def leaf(i) = [i].pack("N")
+
+    def run(n) = n.times { |i| w0(i, 10) }
+  end
+
+  def setup
+    @walker = PathWalker.new
+    @walker.run(50) # the first calls' caches are not the measured runs'
+  end
+
+  def teardown
+    Hakari.stop if Hakari.running?
+  end
+
+  # GC off while tracing: a finalizer of an earlier test's object (an IO, a Tempfile) run by a
+  # GC inside the trace would be calls of its own, in one of the two runs compared
+  def trace(n, **opts)
+    GC.start
+    GC.disable
+    Hakari.start(mode: :trace, measure: :allocations, **opts) { @walker.run(n) }
+  ensure
+    GC.enable
+  end
+
+  def by_method(profile) = profile.methods_table.to_h { |m| [m[:name], m] }
+
+  def test_past_the_budget_every_method_keeps_its_calls_and_self
+    whole = trace(3000)
+    folded = trace(3000, max_paths: 500)
+    assert_operator whole[:node_count], :>, 10_000, "the workload has many paths"
+    assert_operator folded[:folded_calls], :>, whole[:call_count] / 2, "most calls fold"
+    assert_equal whole[:call_count], folded[:call_count]
+    a = by_method(whole)
+    b = by_method(folded)
+    assert_equal ["[folded]"], b.keys - a.keys
+    a.each do |name, m|
+      assert_equal m[:calls], b[name][:calls], "#{name}'s calls"
+      assert_equal m[:self], b[name][:self], "#{name}'s objects made in it"
+    end
+    assert_equal 0, b["[folded]"][:self], "every folded call is a method's leaf"
+    # the whole run's total, and the kept caller's: nothing lost above the fold
+    assert_equal whole.methods_table.sum { |m| m[:self] }, folded.methods_table.sum { |m| m[:self] }
+    assert_equal a["Integer#times"][:total], b["Integer#times"][:total]
+    assert_equal a["TraceBudgetTest::PathWalker#run"][:total], b["TraceBudgetTest::PathWalker#run"][:total]
+    # what was folded: its calls, and its objects as the [folded] subtrees hold them
+    assert_equal folded[:folded_objects], b["[folded]"][:total]
+    assert_equal 0, folded[:dropped_calls]
+  end
+
+  def test_memory_is_bounded_however_long_the_run
+    short = trace(2000, max_paths: 1000)
+    long = trace(8000, max_paths: 1000)
+    assert_operator long[:call_count], :>, 3.9 * short[:call_count]
+    assert_operator long[:node_count], :<=, 1500, "at most 1.5 x max_paths nodes"
+    assert_operator long[:node_count], :<=, short[:node_count] * 1.1, "four times the run, the same memory"
+    unbounded = trace(8000)
+    assert_operator unbounded[:node_count], :>, 3 * long[:node_count]
+  end
+
+  def test_the_default_budget_and_the_counters
+    profile = trace(200)
+    assert_equal Hakari::Native::DEFAULT_MAX_PATHS, profile[:max_paths]
+    assert_equal 0, profile[:folded_calls]
+    assert_equal 0, profile[:folded_objects]
+    refute_includes profile.methods_table.map { |m| m[:name] }, "[folded]"
+    refute_match(/^Folded:/, profile.encode(:flat))
+    wall = Hakari.start(mode: :trace, max_paths: 100) { @walker.run(300) }
+    assert_operator wall[:folded_ns], :>, 0
+    refute wall.counters.key?(:folded_objects)
+  end
+
+  def test_every_output_says_what_was_folded
+    profile = trace(2000, max_paths: 300)
+    folded = profile[:folded_calls]
+    %i[flat graph].each do |format|
+      assert_match(/^Folded: #{folded} calls past max_paths=300, #{profile[:folded_objects]} objects, in \[folded\]/,
+                   profile.encode(format), format)
+    end
+    Dir.mktmpdir do |dir|
+      file = File.join(dir, "t.pb.gz")
+      Hakari.save(file, profile)
+      read = Hakari::Native.read_file(file)
+      assert_match(/^Folded: #{folded} calls/, read.encode(:flat), "a file keeps it (its comments)")
+      out, err, st = Open3.capture3("go", "tool", "pprof", "-top", "-sample_index=calls", file)
+      assert st.success?, err
+      assert_match(/max_paths=300 folded_calls=#{folded} folded_objects=\d+/, out)
+      assert_match(/\[folded\]/, out)
+    end
+  end
+
+  def test_bad_budgets_are_refused_by_name
+    [0, -1, "10", 1.5, 2**40, true].each do |bad|
+      e = assert_raises(ArgumentError) { Hakari.start(mode: :trace, max_paths: bad) }
+      assert_equal "invalid max_paths: #{bad.inspect} (expected an Integer from 1 to #{Hakari::Native::MAX_MAX_PATHS})", e.message
+      refute Hakari.running?
+    end
+    e = assert_raises(ArgumentError) { Hakari.start(mode: :cpu, max_paths: 10) }
+    assert_match(/max_paths: only apply to mode: :trace/, e.message)
+  end
+
+  def test_the_cli_takes_max_paths
+    Dir.mktmpdir do |dir|
+      script = File.join(dir, "walk.rb")
+      File.write(script, "#{File.read(__FILE__)[/^  class PathWalker.*?^  end\n/m].gsub(/^  /, "")}PathWalker.new.run(2000)\n")
+      env = { "RUBYLIB" => ENGINE_LIB, "RUBYOPT" => nil }
+      out, err, st = Open3.capture3(env, RbConfig.ruby, EXE, "record", "-m", "trace", "--max-paths", "400", "-v",
+                                    "-o", "t.flat.txt", "ruby", script, chdir: dir)
+      assert st.success?, err
+      assert_match(/^hakari: wrote .*t\.flat\.txt \(flat, \d+ calls, \d+ call paths, \d+ bytes\); stop \d+\.\d ms, write \d+\.\d ms$/, err)
+      assert_match(/^Folded: \d+ calls past max_paths=400, /, File.read(File.join(dir, "t.flat.txt")))
+      assert_empty out
+      [%w[--max-paths 0], %w[--max-paths 1e3], %w[-m cpu --max-paths 10]].each do |args|
+        mode = args.include?("-m") ? [] : %w[-m trace]
+        _, err, st = Open3.capture3(env, RbConfig.ruby, EXE, "record", *mode, *args, "ruby", script, chdir: dir)
+        assert_equal 2, st.exitstatus, err
+        assert_match(/max-paths/, err)
+        assert_equal 1, err.lines.size, err
+      end
+    end
+  end
+end
