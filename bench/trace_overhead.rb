@@ -29,6 +29,7 @@ require "rbconfig"
 
 ROOT = File.expand_path("..", __dir__)
 require_relative "bench_ext"
+require_relative "ruby_prof_names"
 FLOOR_DIR = BenchExt.dir("hookfloor")
 RUNS = Integer(ENV.fetch("HAKARI_TRACE_RUNS", "15"))
 VARIANTS = %w[unprofiled empty_hook clock_hook tsc_hook hakari ruby_prof].freeze
@@ -78,40 +79,16 @@ def run_variant(variant, work)
   end
 end
 
-# {full name => calls}. ruby-prof names singleton methods "<Class::X>#m" and
-# "<Module::X>#m"; hakari says "X.m": rewritten to hakari's form to compare.
+# {full name => calls}
 def call_counts(variant, result)
-  counts = Hash.new(0)
   if variant == "hakari"
+    counts = Hash.new(0)
     result[:samples].each { |frames, _self, calls| counts[frames[0][0]] += calls }
-  else
-    result.threads.each do |t|
-      t.methods.each do |m|
-        # ruby-prof's root, and the method it finds already running when it starts
-        # (the caller of its profile method): neither is a call the workload made
-        next if ["[global]#", "Object#run_variant"].include?(m.full_name)
-        counts[m.full_name.sub(/\A<(?:Class|Module)::(.+?)>#/, '\1.')] += m.called
-      end
-    end
+    return counts
   end
-  counts
-end
-
-# hakari names a method by its definition (owner and original name, as the VM's
-# frames do); ruby-prof by the name it was called by, so each alias is a method
-# of its own there. Folding ruby-prof's aliases into their original names tells a
-# naming difference from a counting one.
-def by_definition(counts)
-  counts.each_with_object(Hash.new(0)) { |(name, calls), out| out[original_name(name)] += calls }
-end
-
-def original_name(name)
-  owner, sep, meth = name.rpartition(/[#.]/)
-  mod = Object.const_get(owner)
-  mod = mod.singleton_class if sep == "."
-  "#{owner}#{sep}#{mod.instance_method(meth).original_name}"
-rescue NameError, TypeError
-  name # an anonymous owner or a method gone since: keep ruby-prof's name
+  # ruby-prof's root, and the method it finds already running when it starts (the caller of
+  # its profile method): neither is a call the workload made
+  RubyProfNames.counts(result, skip: ["[global]#", "Object#run_variant"])
 end
 
 def child(workload_name, variant)
@@ -131,7 +108,7 @@ def child(workload_name, variant)
     # Reading the counts out is reporting, like a printer: timed apart, not charged.
     t1 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     out[:counts] = call_counts(variant, result)
-    out[:by_definition] = by_definition(out[:counts]) if variant == "ruby_prof"
+    out[:by_definition] = RubyProfNames.by_definition(out[:counts]) if variant == "ruby_prof"
     out[:read_seconds] = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t1
     out[:unmatched_returns] = result.counters[:unmatched_returns] if variant == "hakari"
   end

@@ -357,7 +357,7 @@ class CLITest < Minitest::Test
 
     full, _, st = hakari("help")
     assert_equal 0, st.exitstatus
-    %w[--mode --frequency --output --format --print --verbose --report
+    %w[--mode --frequency --output --format --print --verbose --report --max-paths HAKARI_MAX_PATHS
        pprof collapsed text Hakari.start Hakari.stop Hakari.save encode
        HAKARI_MODE HAKARI_FREQUENCY HAKARI_OUTPUT HAKARI_FORMAT HAKARI_VERBOSE
        RUBYOPT EXIT].each { |w| assert_includes full, w }

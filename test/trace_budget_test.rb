@@ -144,6 +144,12 @@ class TraceBudgetTest < Minitest::Test
         assert_match(/max-paths/, err)
         assert_equal 1, err.lines.size, err
       end
+      # without the CLI, from the environment
+      env = env.merge("RUBYOPT" => "-rhakari/autorun", "HAKARI_MODE" => "trace", "HAKARI_MAX_PATHS" => "many",
+                      "HAKARI_OUTPUT" => File.join(dir, "a.pb.gz"))
+      _, err, = Open3.capture3(env, RbConfig.ruby, "-e", "1", chdir: dir)
+      assert_match(/invalid HAKARI_MAX_PATHS "many" \(expected an integer from 1 to #{Hakari::Native::MAX_MAX_PATHS}\)/, err)
+      refute_path_exists File.join(dir, "a.pb.gz")
     end
   end
 end

@@ -265,6 +265,22 @@ static VALUE native_trace_start(VALUE mod, VALUE measure, VALUE exclude, VALUE t
     return Qtrue;
 }
 
+/* Native.trace_memory -> {paths:, methods:, path_bytes:, method_bytes:, total_bytes:} while
+ * tracing, else nil: what the call tree costs, for bench/trace_scale.rb */
+static VALUE native_trace_memory(VALUE mod)
+{
+    if (!hk_tracer_running()) return Qnil;
+    hk_tracer_memory_use m;
+    hk_tracer_memory(&m);
+    VALUE h = rb_hash_new();
+    rb_hash_aset(h, ID2SYM(rb_intern("paths")), SIZET2NUM(m.paths));
+    rb_hash_aset(h, ID2SYM(rb_intern("methods")), SIZET2NUM(m.methods));
+    rb_hash_aset(h, ID2SYM(rb_intern("path_bytes")), SIZET2NUM(m.path_bytes));
+    rb_hash_aset(h, ID2SYM(rb_intern("method_bytes")), SIZET2NUM(m.method_bytes));
+    rb_hash_aset(h, ID2SYM(rb_intern("total_bytes")), SIZET2NUM(m.total_bytes));
+    return h;
+}
+
 static VALUE native_pause(VALUE mod) { return hk_tracer_pause() == 0 ? Qtrue : Qfalse; }
 static VALUE native_resume(VALUE mod) { return hk_tracer_resume() == 0 ? Qtrue : Qfalse; }
 static VALUE native_paused_p(VALUE mod) { return hk_tracer_paused() ? Qtrue : Qfalse; }
@@ -472,6 +488,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_gc_register_address(&end_gc_hash);
     rb_define_module_function(mNative, "trace_start", native_trace_start, 8);
     rb_define_module_function(mNative, "last_stop_ns", native_last_stop_ns, 0);
+    rb_define_module_function(mNative, "trace_memory", native_trace_memory, 0);
     rb_define_module_function(mNative, "pause", native_pause, 0);
     rb_define_module_function(mNative, "resume", native_resume, 0);
     rb_define_module_function(mNative, "paused?", native_paused_p, 0);

@@ -628,6 +628,15 @@ void hk_tracer_mark(void)
     rb_gc_mark(T.cfg.exclude_threads);
 }
 
+void hk_tracer_memory(hk_tracer_memory_use *m)
+{
+    m->paths = T.nnodes - T.nroots;
+    m->methods = T.nmethods - 1;
+    m->path_bytes = T.nodes_cap * sizeof(hk_tnode) + hk_u64_map_memsize(&T.children);
+    m->method_bytes = T.methods_cap * sizeof(hk_tmethod) + hk_intern_memsize(&T.method_index);
+    m->total_bytes = hk_tracer_memsize();
+}
+
 size_t hk_tracer_memsize(void)
 {
     size_t n = T.nodes_cap * sizeof(hk_tnode) + T.methods_cap * sizeof(hk_tmethod) +

@@ -98,6 +98,14 @@ int hk_tracer_resume(void);
 int hk_tracer_paused(void);
 void hk_tracer_mark(void);
 size_t hk_tracer_memsize(void);
+
+/* what the running trace holds: its call paths (nodes and their index) and methods, and
+ * everything in all (contexts, allocation sites) */
+typedef struct hk_tracer_memory_use {
+    size_t paths, methods, path_bytes, method_bytes, total_bytes;
+} hk_tracer_memory_use;
+/* ctx: GVL */
+void hk_tracer_memory(hk_tracer_memory_use *m);
 void hk_tracer_init(void);
 
 #endif

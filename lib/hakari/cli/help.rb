@@ -193,7 +193,7 @@ module Hakari
           Hakari.save("out.pb.gz", profile)             # format from the name's ending (as -o), or format: :text
           Hakari.start(mode: :trace, measure: :wall, exclude: ["Integer#times", /Kernel#/],
                        threads: nil, exclude_threads: nil, merge_fibers: false, merge_threads: false,
-                       allocations: false) { work }
+                       allocations: false, max_paths: 500_000) { work }   # past max_paths, new paths fold
           Hakari.pause / Hakari.resume / Hakari.paused?   # tracing: the paused span is in no total
           profile.methods_table  # tracing: [{name:, calls:, self:, wait:, child:, total:, recursive:, callers:, callees:}]
                                  # with allocations: true also allocations: [{class:, file:, line:, count:, bytes:}, ...]
