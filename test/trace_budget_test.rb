@@ -104,6 +104,7 @@ class TraceBudgetTest < Minitest::Test
       assert_match(/^Folded: #{folded} calls past max_paths=300, #{profile[:folded_objects]} objects, in \[folded\]/,
                    profile.encode(format), format)
     end
+    assert_match(/^Folded: #{folded} calls past max_paths=300, in \[folded\]/, profile.encode(:text))
     Dir.mktmpdir do |dir|
       file = File.join(dir, "t.pb.gz")
       Hakari.save(file, profile)

@@ -221,6 +221,21 @@ static void test_stacks_share_their_callers(void)
     hk_profile_free(p);
 }
 
+/* A trace's folded-calls comment is read back; one without folded calls, or none, is not */
+static void test_folded_comment(void)
+{
+    hk_profile *p = hk_profile_new();
+    hk_folded f;
+    CHECK_INT(hk_profile_folded(p, &f), 0);
+    hk_profile_add_comment(p, "max_paths=500 folded_calls=0 folded_ns=0 dropped_calls=0");
+    CHECK_INT(hk_profile_folded(p, &f), 0);
+    hk_profile_add_comment(p, "max_paths=300 folded_calls=1234 folded_objects=99 dropped_calls=0");
+    CHECK_INT(hk_profile_folded(p, &f), 1);
+    CHECK(f.max_paths == 300 && f.calls == 1234 && f.measure == 99);
+    CHECK_STR(f.unit, "objects");
+    hk_profile_free(p);
+}
+
 static void test_build_under_failed_allocation(void)
 {
     alloc_fail_at(-1);
@@ -293,6 +308,7 @@ int main(void)
     RUN(test_location_interning);
     RUN(test_samples);
     RUN(test_stacks_share_their_callers);
+    RUN(test_folded_comment);
     RUN(test_no_sample_types);
     RUN(test_comments);
     RUN(test_growth);

@@ -398,24 +398,15 @@ void hk_ct_put_clean(hk_buf *out, const char *s)
     for (; *s; s++) hk_buf_putc(out, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : (uint8_t)*s);
 }
 
-/* A trace past its call-path budget says so (its comment "max_paths=M folded_calls=N
- * folded_ns=T ..."): where the [folded] rows come from, and what of them is exact. */
+/* a trace past its call-path budget: where the [folded] rows come from, and what of them is exact */
 static void put_folded(hk_buf *out, const hk_calltree *ct)
 {
-    const hk_profile *p = ct->profile;
-    for (size_t i = 0; i < p->ncomments; i++) {
-        unsigned long long max = 0, calls = 0;
-        long long measure = 0;
-        char unit[16] = "";
-        if (sscanf(hk_profile_str(p, p->comments[i]), "max_paths=%llu folded_calls=%llu folded_%15[a-z]=%lld", &max,
-                   &calls, unit, &measure) != 4 || calls == 0)
-            continue;
-        hk_buf_printf(out, "Folded: %llu calls past max_paths=%llu, ", calls, max);
-        if (ct->ns) hk_buf_printf(out, "%.3f ms", (double)measure / 1e6);
-        else hk_buf_printf(out, "%lld %s", measure, unit);
-        hk_buf_puts(out, ", in [folded] (their methods' calls and self are exact, their totals and callers are not)\n");
-        return;
-    }
+    hk_folded f;
+    if (!hk_profile_folded(ct->profile, &f)) return;
+    hk_buf_printf(out, "Folded: %llu calls past max_paths=%llu, ", f.calls, f.max_paths);
+    if (ct->ns) hk_buf_printf(out, "%.3f ms", (double)f.measure / 1e6);
+    else hk_buf_printf(out, "%lld %s", f.measure, f.unit);
+    hk_buf_puts(out, ", in [folded] (their methods' calls and self are exact, their totals and callers are not)\n");
 }
 
 void hk_ct_put_summary(hk_buf *out, const hk_calltree *ct)

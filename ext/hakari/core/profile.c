@@ -3,6 +3,7 @@
 
 #include "buf.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -300,6 +301,18 @@ int hk_profile_function_sums(const hk_profile *p, size_t vi, int64_t *self, int6
     free(depth);
     hk_locbuf_free(&b);
     return b.oom ? -1 : 0;
+}
+
+int hk_profile_folded(const hk_profile *p, hk_folded *f)
+{
+    for (size_t i = 0; i < p->ncomments; i++) {
+        memset(f, 0, sizeof(*f));
+        if (sscanf(hk_profile_str(p, p->comments[i]), "max_paths=%llu folded_calls=%llu folded_%15[a-z]=%lld",
+                   &f->max_paths, &f->calls, f->unit, &f->measure) == 4 &&
+            f->calls > 0)
+            return 1;
+    }
+    return 0;
 }
 
 size_t hk_profile_memsize(const hk_profile *p)

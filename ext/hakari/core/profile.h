@@ -165,4 +165,13 @@ int64_t hk_profile_total(const hk_profile *p, size_t vi);
 int hk_profile_function_sums(const hk_profile *p, size_t vi, int64_t *self, int64_t *cum);
 size_t hk_profile_memsize(const hk_profile *p);
 
+/* A trace past its call-path budget says so in a comment ("max_paths=M folded_calls=N
+ * folded_ns=T" or folded_objects): 1 and *f filled when p has one with folded calls, else 0 */
+typedef struct hk_folded {
+    unsigned long long max_paths, calls;
+    long long measure;
+    char unit[16]; /* "ns" or "objects" */
+} hk_folded;
+int hk_profile_folded(const hk_profile *p, hk_folded *f);
+
 #endif

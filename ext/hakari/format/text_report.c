@@ -232,6 +232,10 @@ int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
     if (p->period > 0 && strcmp(hk_profile_str(p, p->period_type.unit), "nanoseconds") == 0)
         hk_buf_printf(out, ", Frequency: %.0f Hz", 1e9 / (double)p->period);
     hk_buf_putc(out, '\n');
+    hk_folded f;
+    if (hk_profile_folded(p, &f))
+        hk_buf_printf(out, "Folded: %llu calls past max_paths=%llu, in [folded] (each method's calls and self exact)\n",
+                      f.calls, f.max_paths);
     /* in wall mode every thread's time counts, waiting included: say so when several add up */
     long threads = thread_count(p);
     if (threads < 0) goto fail;
