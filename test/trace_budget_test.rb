@@ -2,6 +2,7 @@
 
 require_relative "test_helper"
 require "open3"
+require "json"
 require "tmpdir"
 
 # Tracing's call-path budget (max_paths:, --max-paths): past it, calls on new paths fold into
@@ -52,14 +53,40 @@ class TraceBudgetTest < Minitest::Test
 
   def by_method(profile) = profile.methods_table.to_h { |m| [m[:name], m] }
 
+  WALKER = File.read(__FILE__)[/^  class PathWalker.*?^  end\n/m].gsub(/^  /, "")
+
+  # Traces of run(n), one per budget (nil: the default), in a fresh process: measure:
+  # :allocations reads the process's count of objects, and a thread another test left running
+  # (a server's, Timeout's) that allocates while this one's frame is on top would add to that
+  # frame in one run and not in the other. => [[counters, {name => method row}], ...]
+  def traces_apart(n, *budgets)
+    code = <<~RUBY
+      require "hakari"
+      require "json"
+      #{WALKER}
+      walker = PathWalker.new
+      # a process's first trace makes objects of its own in the first frames it runs (2 in
+      # Integer#times on 3.4): a trace before the compared ones
+      Hakari.start(mode: :trace) { walker.run(50) }
+      out = #{budgets.inspect}.map do |max|
+        GC.start
+        GC.disable
+        profile = Hakari.start(mode: :trace, measure: :allocations, **(max ? { max_paths: max } : {})) { walker.run(#{n}) }
+        GC.enable
+        [profile.counters, profile.methods_table.to_h { |m| [m[:name], m.slice(:calls, :self, :total, :callers)] }]
+      end
+      print JSON.generate(out)
+    RUBY
+    out, err, st = Open3.capture3(RbConfig.ruby, "-I", ENGINE_LIB, "-e", code)
+    assert st.success?, err
+    JSON.parse(out, symbolize_names: true).map { |counters, rows| [counters, rows.transform_keys(&:to_s)] }
+  end
+
   def test_past_the_budget_every_method_keeps_its_calls_and_self
-    whole = trace(3000)
-    folded = trace(3000, max_paths: 500)
+    (whole, a), (folded, b) = traces_apart(3000, nil, 500)
     assert_operator whole[:node_count], :>, 10_000, "the workload has many paths"
     assert_operator folded[:folded_calls], :>, whole[:call_count] / 2, "most calls fold"
     assert_equal whole[:call_count], folded[:call_count]
-    a = by_method(whole)
-    b = by_method(folded)
     assert_equal ["[folded]"], b.keys - a.keys
     a.each do |name, m|
       assert_equal m[:calls], b[name][:calls], "#{name}'s calls"
@@ -67,19 +94,35 @@ class TraceBudgetTest < Minitest::Test
     end
     assert_equal 0, b["[folded]"][:self], "every folded call is a method's leaf"
     # the whole run's total, and the kept caller's: nothing lost above the fold
-    assert_equal whole.methods_table.sum { |m| m[:self] }, folded.methods_table.sum { |m| m[:self] }
+    assert_equal a.sum { |_, m| m[:self] }, b.sum { |_, m| m[:self] }
     assert_equal a["Integer#times"][:total], b["Integer#times"][:total]
-    assert_equal a["TraceBudgetTest::PathWalker#run"][:total], b["TraceBudgetTest::PathWalker#run"][:total]
+    assert_equal a["PathWalker#run"][:total], b["PathWalker#run"][:total]
     # what was folded: its calls, and its objects as the [folded] subtrees hold them
     assert_equal folded[:folded_objects], b["[folded]"][:total]
     assert_equal 0, folded[:dropped_calls]
+  end
+
+  # a budget so small that the room for [folded] nodes runs out: calls then go to their
+  # method's leaf at the thread's root, still counted, still with their own objects
+  def test_a_tiny_budget_loses_no_call
+    (whole, a), (tiny, b) = traces_apart(500, nil, 3)
+    assert_equal 0, tiny[:dropped_calls]
+    assert_equal whole[:call_count], tiny[:call_count]
+    a.each do |name, m|
+      assert_equal m[:calls], b[name][:calls], "#{name}'s calls"
+      assert_equal m[:self], b[name][:self], "#{name}'s objects made in it"
+    end
+    assert_includes b["[folded]"][:callers].keys, :"[root]", "the root's [folded] node"
+    assert_equal a.sum { |_, m| m[:self] }, b.sum { |_, m| m[:self] }
+    assert_operator tiny[:node_count], :<=, 4 + 1 + a.size
   end
 
   def test_memory_is_bounded_however_long_the_run
     short = trace(2000, max_paths: 1000)
     long = trace(8000, max_paths: 1000)
     assert_operator long[:call_count], :>, 3.9 * short[:call_count]
-    assert_operator long[:node_count], :<=, 1500, "at most 1.5 x max_paths nodes"
+    assert_operator long[:node_count], :<=, 1500 + 1 + PathWalker.instance_methods(false).size + 10,
+                    "1.5 x max_paths nodes, and a leaf per method at the root's [folded]"
     assert_operator long[:node_count], :<=, short[:node_count] * 1.1, "four times the run, the same memory"
     unbounded = trace(8000)
     assert_operator unbounded[:node_count], :>, 3 * long[:node_count]
@@ -130,7 +173,7 @@ class TraceBudgetTest < Minitest::Test
   def test_the_cli_takes_max_paths
     Dir.mktmpdir do |dir|
       script = File.join(dir, "walk.rb")
-      File.write(script, "#{File.read(__FILE__)[/^  class PathWalker.*?^  end\n/m].gsub(/^  /, "")}PathWalker.new.run(2000)\n")
+      File.write(script, "#{WALKER}PathWalker.new.run(2000)\n")
       env = { "RUBYLIB" => ENGINE_LIB, "RUBYOPT" => nil }
       out, err, st = Open3.capture3(env, RbConfig.ruby, EXE, "record", "-m", "trace", "--max-paths", "400", "-v",
                                     "-o", "t.flat.txt", "ruby", script, chdir: dir)

@@ -154,11 +154,20 @@ static uint32_t fold_method(void)
     return T.fold_method = (uint32_t)id;
 }
 
-/* The leaf of method m under the [folded] node g, or g itself past the hard limit */
+/* Past the hard limit: m's leaf under the [folded] node at the thread's root, one per method
+ * and thread, made whatever the count (the program's methods bound them, not its run). The
+ * call's calls and self stay exact; its time is no longer in its caller's total. */
+static uint32_t root_fold_leaf(hk_troot *r, uint32_t m)
+{
+    uint32_t g = child_node(r, r->node, T.fold_method, SIZE_MAX);
+    return g == NO_NODE ? NO_NODE : child_node(r, g, m, SIZE_MAX);
+}
+
+/* The leaf of method m under the [folded] node g */
 static uint32_t fold_leaf(hk_troot *r, uint32_t g, uint32_t m)
 {
     uint32_t n = child_node(r, g, m, T.hard_limit);
-    return n == NO_NODE ? g : n;
+    return n == NO_NODE ? root_fold_leaf(r, m) : n;
 }
 
 /* The node of a call of m made from the node parent. Until the budget is reached, the
@@ -170,7 +179,6 @@ static uint32_t call_node(hk_troot *r, uint32_t parent, uint32_t m)
 {
     if (T.folding) {
         const hk_tnode *p = &T.nodes[parent];
-        if (p->method == T.fold_method) return fold_leaf(r, parent, m); /* a call at [folded] itself */
         if (p->parent != UINT32_MAX && T.nodes[p->parent].method == T.fold_method)
             return fold_leaf(r, p->parent, m); /* a call below a folded one */
     }
@@ -180,7 +188,7 @@ static uint32_t call_node(hk_troot *r, uint32_t parent, uint32_t m)
     if (!f) return NO_NODE;
     T.folding = 1;
     uint32_t g = child_node(r, parent, f, T.hard_limit);
-    return g == NO_NODE ? NO_NODE : fold_leaf(r, g, m);
+    return g == NO_NODE ? root_fold_leaf(r, m) : fold_leaf(r, g, m);
 }
 
 /* ---- contexts -------------------------------------------------------------- */

@@ -13,7 +13,10 @@
  * call paths are a budget (max_paths): past it, a call on a new path folds into a
  * "[folded]" node under its nearest kept ancestor, with one leaf per method called
  * there, so every method's calls, self time and wait stay exact and the totals of the
- * kept paths stay whole; at most 1.5 x max_paths nodes are ever made.
+ * kept paths stay whole. [folded] nodes and leaves are made until there are 1.5 x max_paths
+ * nodes; past that a call on a new path goes to its method's leaf under a [folded] node at its
+ * thread's root (one per method and thread), so no call is ever lost and memory is bounded by
+ * the budget and the program's methods, not by its run.
  */
 #ifndef HK_TRACER_H
 #define HK_TRACER_H

@@ -71,7 +71,8 @@ typedef struct hk_tracer {
     hk_u64_map thread_context;        /* thread VALUE -> index of the context its events ran in last */
     hk_tcontext *cur;                 /* the context of the last event */
     uint64_t events, calls, dropped, unmatched_returns;
-    /* the call-path budget: nodes made past max_paths are [folded] ones, up to hard_limit */
+    /* the call-path budget: nodes made past max_paths are [folded] ones and their leaves, up
+     * to hard_limit, then only the leaves under each thread's root [folded] node */
     size_t max_paths, hard_limit;
     int folding;                      /* the budget was reached: [folded] nodes may exist */
     uint32_t fold_method;             /* the [folded] pseudo-method's index, 0 until folding */
