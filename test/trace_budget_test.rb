@@ -160,6 +160,24 @@ class TraceBudgetTest < Minitest::Test
     end
   end
 
+  # the rows of #samples one at a time: a large trace's paths without all of them as Arrays
+  def test_each_sample_gives_the_rows_one_at_a_time
+    profile = trace(300, max_paths: 100)
+    rows = []
+    assert_same profile, profile.each_sample { |row| rows << row }
+    assert_equal profile.samples, rows
+    enum = profile.each_sample
+    assert_equal rows.size, enum.size
+    assert_equal rows.first(3), enum.first(3)
+    seen = 0
+    profile.each_sample { (seen += 1) == 5 and break }
+    assert_equal 5, seen
+    assert_equal rows, profile.each_sample.to_a, "a pass cut short leaves the next one whole"
+    assert_raises(RuntimeError) { profile.each_sample { raise "stop" } }
+    sampled = Hakari.start(mode: :wall, frequency: 1000) { @walker.run(300) }
+    assert_equal sampled.samples, sampled.each_sample.to_a
+  end
+
   def test_bad_budgets_are_refused_by_name
     [0, -1, "10", 1.5, 2**40, true].each do |bad|
       e = assert_raises(ArgumentError) { Hakari.start(mode: :trace, max_paths: bad) }

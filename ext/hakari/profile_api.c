@@ -200,21 +200,22 @@ static VALUE profile_methods(VALUE self)
 
 static VALUE pstr(const hk_profile *p, uint32_t idx) { return rb_utf8_str_new_cstr(hk_profile_str(p, idx)); }
 
-/* frames of location ids, leaf first: [[label, path, line], ...]; frame arrays shared per location */
-static VALUE frames_of(const hk_profile *p, size_t i, VALUE *loc_cache, hk_locbuf *stack)
+/* frames of location ids, leaf first: [[label, path, line], ...]; frame arrays shared per
+ * location through `cache` (an Array by location id); Qundef when out of memory */
+static VALUE frames_of(const hk_profile *p, size_t i, VALUE cache, hk_locbuf *stack)
 {
     const uint32_t *locs = hk_profile_sample_locs(p, i, stack);
-    if (!locs) return Qundef; /* the caller frees its tables, then raises */
+    if (!locs) return Qundef;
     uint32_t n = p->samples[i].nloc;
     VALUE frames = rb_ary_new_capa(n);
     for (uint32_t j = 0; j < n; j++) {
-        VALUE fr = loc_cache[locs[j]];
+        VALUE fr = rb_ary_entry(cache, locs[j]);
         if (NIL_P(fr)) {
             const hk_location *l = hk_profile_loc(p, locs[j]);
             const hk_function *fn = hk_profile_func(p, l->function_id);
             fr = rb_ary_new_from_args(3, pstr(p, fn->name), pstr(p, fn->filename), LL2NUM(l->line));
             rb_obj_freeze(fr);
-            loc_cache[locs[j]] = fr;
+            rb_ary_store(cache, locs[j], fr);
         }
         rb_ary_push(frames, fr);
     }
@@ -313,51 +314,122 @@ static VALUE profile_label_values(VALUE self, VALUE key)
     return out;
 }
 
-static VALUE samples_ary(const hk_profile *p, int aggregate)
+/* One pass over the samples as Ruby rows, into an Array or to a block: the C tables it keeps
+ * (label sets, a stack buffer) are freed by rb_ensure whatever the rows' consumer does. */
+typedef struct sample_rows {
+    VALUE profile;  /* the Profile, whose model this reads */
+    const hk_profile *p;
+    int aggregate, ci, wti, bi;
+    size_t wi;
+    uint32_t state_key;
+    VALUE cache;    /* frame Arrays by location id */
+    VALUE out;      /* the Array filled, or Qnil: each row goes to the block */
+    hk_intern_table sets;
+    hk_locbuf stack;
+} sample_rows;
+
+static VALUE sample_row(sample_rows *w, size_t i)
 {
-    VALUE cache_holder = rb_ary_new_capa((long)p->nlocations + 1);
-    for (size_t i = 0; i <= p->nlocations; i++) rb_ary_push(cache_holder, Qnil);
-    VALUE *cache = RARRAY_PTR(cache_holder); /* the array keeps every cached frame alive */
-    int ci = hk_profile_find_value(p, "samples");
-    if (ci < 0) ci = hk_profile_find_value(p, "calls");
-    int wti = hk_profile_find_value(p, "wait");
-    int bi = hk_profile_find_value(p, "retained_space"); /* object modes: the objects' bytes */
-    if (bi < 0) bi = hk_profile_find_value(p, "alloc_space");
-    size_t wi = hk_profile_default_value(p);
-    VALUE out = rb_ary_new_capa((long)p->nsamples);
-    hk_intern_table sets; /* freed below: nothing between raises */
-    hk_intern_init(&sets);
-    hk_locbuf stack = {0};
-    uint32_t state_key = state_key_of(p);
-    for (size_t i = 0; i < p->nsamples; i++) {
-        const int64_t *v = hk_profile_sample_values(p, i);
-        VALUE row = rb_ary_new_capa(6), frames = frames_of(p, i, cache, &stack);
-        if (frames == Qundef) break;
-        rb_ary_push(row, frames);
-        rb_ary_push(row, LL2NUM(v[wi]));
-        rb_ary_push(row, LL2NUM(ci >= 0 ? v[ci] : 1));
-        rb_ary_push(row, LL2NUM(label_num(p, i, "thread")));
-        if (wti >= 0) rb_ary_push(row, LL2NUM(v[wti]));
-        if (!aggregate && wti < 0) rb_ary_push(row, LL2NUM(label_num(p, i, "timestamp")));
-        if (bi >= 0) rb_ary_push(row, LL2NUM(v[bi]));
-        int64_t set = label_set_index(p, i, &sets, state_key);
-        rb_ary_push(row, LL2NUM(set < 0 ? 0 : set));
-        rb_ary_push(out, row);
-    }
-    hk_intern_free(&sets);
-    int oom = stack.oom;
-    hk_locbuf_free(&stack);
-    if (oom) rb_raise(rb_eNoMemError, "hakari: out of memory reading the samples' frames");
-    RB_GC_GUARD(cache_holder);
-    return out;
+    const hk_profile *p = w->p;
+    const int64_t *v = hk_profile_sample_values(p, i);
+    VALUE frames = frames_of(p, i, w->cache, &w->stack);
+    if (frames == Qundef) rb_raise(rb_eNoMemError, "hakari: out of memory reading the samples' frames");
+    VALUE row = rb_ary_new_capa(7);
+    rb_ary_push(row, frames);
+    rb_ary_push(row, LL2NUM(v[w->wi]));
+    rb_ary_push(row, LL2NUM(w->ci >= 0 ? v[w->ci] : 1));
+    rb_ary_push(row, LL2NUM(label_num(p, i, "thread")));
+    if (w->wti >= 0) rb_ary_push(row, LL2NUM(v[w->wti]));
+    if (!w->aggregate && w->wti < 0) rb_ary_push(row, LL2NUM(label_num(p, i, "timestamp")));
+    if (w->bi >= 0) rb_ary_push(row, LL2NUM(v[w->bi]));
+    int64_t set = label_set_index(p, i, &w->sets, w->state_key);
+    rb_ary_push(row, LL2NUM(set < 0 ? 0 : set));
+    return row;
 }
 
+static VALUE sample_rows_run(VALUE holder)
+{
+    sample_rows *w = DATA_PTR(holder);
+    for (size_t i = 0; i < w->p->nsamples; i++) {
+        VALUE row = sample_row(w, i);
+        if (NIL_P(w->out)) rb_yield(row);
+        else rb_ary_push(w->out, row);
+    }
+    return w->out;
+}
 
-/* Profile#samples -> Array (shape documented in the README) */
-static VALUE profile_samples(VALUE self)
+/* ensure: the C tables go back at once (the holder itself when the GC collects it) */
+static VALUE sample_rows_done(VALUE holder)
+{
+    sample_rows *w = DATA_PTR(holder);
+    hk_intern_free(&w->sets);
+    hk_locbuf_free(&w->stack);
+    return Qnil;
+}
+
+static void sample_rows_mark(void *ptr)
+{
+    sample_rows *w = ptr;
+    rb_gc_mark(w->profile);
+    rb_gc_mark(w->cache);
+    rb_gc_mark(w->out);
+}
+
+static void sample_rows_release(void *ptr)
+{
+    sample_rows *w = ptr;
+    hk_intern_free(&w->sets);
+    hk_locbuf_free(&w->stack);
+    xfree(w);
+}
+
+static const rb_data_type_t sample_rows_type = {
+    "Hakari::SampleRows", {sample_rows_mark, sample_rows_release, NULL, NULL, {0}}, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY};
+
+/* The pass's state lives in a hidden object, handed to rb_ensure, which keeps it alive and
+ * marked; this frame holds no variable whose address is taken. A block's break or exception
+ * leaves the frame by Ruby's longjmp, which the address sanitizer does not see: a frame left
+ * that way with redzones (an RB_GC_GUARD'ed local, a struct) keeps them poisoned, and a later
+ * frame on that stack trips over them. */
+static VALUE sample_rows_each(VALUE self, int to_array)
 {
     profile_obj *o = profile_get(self);
-    return samples_ary(o->p, o->traced || o->read || o->st.aggregate);
+    const hk_profile *p = o->p;
+    VALUE holder = rb_data_typed_object_zalloc(0, sizeof(sample_rows), &sample_rows_type);
+    sample_rows *w = RTYPEDDATA_DATA(holder);
+    w->profile = self;
+    w->cache = rb_ary_new_capa((long)p->nlocations + 1);
+    w->out = to_array ? rb_ary_new_capa((long)p->nsamples) : Qnil;
+    w->p = p;
+    w->aggregate = o->traced || o->read || o->st.aggregate;
+    w->ci = hk_profile_find_value(p, "samples");
+    if (w->ci < 0) w->ci = hk_profile_find_value(p, "calls");
+    w->wti = hk_profile_find_value(p, "wait");
+    w->bi = hk_profile_find_value(p, "retained_space"); /* object modes: the objects' bytes */
+    if (w->bi < 0) w->bi = hk_profile_find_value(p, "alloc_space");
+    w->wi = hk_profile_default_value(p);
+    w->state_key = state_key_of(p);
+    hk_intern_init(&w->sets);
+    return rb_ensure(sample_rows_run, holder, sample_rows_done, holder);
+}
+
+/* Profile#samples -> Array (shape documented in the README) */
+static VALUE profile_samples(VALUE self) { return sample_rows_each(self, 1); }
+
+static VALUE samples_size(VALUE self, VALUE args, VALUE eobj)
+{
+    (void)args;
+    (void)eobj;
+    return SIZET2NUM(profile_get(self)->p->nsamples);
+}
+
+/* Profile#each_sample { |row| } -> self: the rows of #samples one at a time, none kept (a
+ * trace's million call paths without a million Arrays at once); an Enumerator without a block */
+static VALUE profile_each_sample(VALUE self)
+{
+    RETURN_SIZED_ENUMERATOR(self, 0, 0, samples_size);
+    sample_rows_each(self, 0);
+    return self;
 }
 
 /* A profile read from a file: what its header says (its counters, for a
@@ -464,6 +536,7 @@ void hk_profile_api_init(VALUE mHakari)
     rb_define_method(cProfile, "encode", profile_encode, 1);
     rb_define_method(cProfile, "counters", profile_counters, 0);
     rb_define_method(cProfile, "samples", profile_samples, 0);
+    rb_define_method(cProfile, "each_sample", profile_each_sample, 0);
     rb_define_method(cProfile, "label_sets", profile_label_sets, 0);
     rb_define_method(cProfile, "label_values", profile_label_values, 1);
     rb_define_method(cProfile, "methods_table", profile_methods, 0);

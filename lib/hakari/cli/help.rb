@@ -189,6 +189,7 @@ module Hakari
                                 # ractors_started, label_sets_dropped, samples: [[frames, weight_ns, count, thread_seq, label_set], ...],
                                 # label_sets: [{}, {endpoint: "GET /users/:id"}, ...] (by a sample's label_set)
           profile[:sample_count]            # == profile.to_h[:sample_count]
+          profile.each_sample { |row| }     # the samples' rows one at a time, none kept (Enumerator without a block)
           profile.encode(:pprof | :collapsed | :text)   # => String
           Hakari.save("out.pb.gz", profile)             # format from the name's ending (as -o), or format: :text
           Hakari.start(mode: :trace, measure: :wall, exclude: ["Integer#times", /Kernel#/],
