@@ -140,6 +140,12 @@ static uint32_t child_node(hk_troot *r, uint32_t parent, uint32_t method, size_t
     return id;
 }
 
+/* whether node n is a method's leaf under a [folded] node (only once T.folding) */
+static inline int fold_leaf_p(const hk_tnode *n)
+{
+    return n->parent != UINT32_MAX && T.nodes[n->parent].method == T.fold_method;
+}
+
 /* The [folded] pseudo-method, made when the budget is first reached: interned under a key no
  * real method has (a C/Ruby flag of 2), so method ids stay dense. 0 when out of memory. */
 static uint32_t fold_method(void)
@@ -178,9 +184,8 @@ static uint32_t fold_leaf(hk_troot *r, uint32_t g, uint32_t m)
 static uint32_t call_node(hk_troot *r, uint32_t parent, uint32_t m)
 {
     if (T.folding) {
-        const hk_tnode *p = &T.nodes[parent];
-        if (p->parent != UINT32_MAX && T.nodes[p->parent].method == T.fold_method)
-            return fold_leaf(r, p->parent, m); /* a call below a folded one */
+        if (fold_leaf_p(&T.nodes[parent]))
+            return fold_leaf(r, T.nodes[parent].parent, m); /* a call below a folded one */
     }
     uint32_t node = child_node(r, parent, m, T.max_paths);
     if (node != NO_NODE || T.nnodes < T.max_paths) return node; /* found, made, or out of memory */
@@ -547,9 +552,7 @@ static void fill_stats(hk_tracer_stats *st)
     st->dropped_calls = T.dropped;
     for (size_t i = 0; T.folding && i < T.nnodes; i++) {
         const hk_tnode *n = &T.nodes[i];
-        int folded = n->method == T.fold_method ||
-                     (n->parent != UINT32_MAX && T.nodes[n->parent].method == T.fold_method);
-        if (!folded) continue;
+        if (n->method != T.fold_method && !fold_leaf_p(n)) continue;
         st->folded_calls += n->calls;
         st->folded_measure += n->total - n->child; /* self + wait */
     }
