@@ -7,9 +7,10 @@ require "tmpdir"
 
 # Tracing's call-path budget (max_paths:, --max-paths): past it, calls on new paths fold into
 # a [folded] node under their nearest kept caller. Memory stays bounded however long the run,
-# every method's calls and self stay exact, the kept paths' totals stay whole, and the output
-# says how much was folded. measure: :allocations makes self exact to compare: the objects a
-# method made itself are the same in every run of the same code.
+# the per-method table (every figure, callers and callees) and the callgrind file stay what they
+# are with every path kept, and the output says how much was folded. measure: :allocations makes
+# the figures exact to compare: the objects a method made itself are the same in every run of the
+# same code.
 class TraceBudgetTest < Minitest::Test
   EXE = File.expand_path("../exe/hakari", __dir__)
   # Paths that keep coming: each i walks 10 levels of six methods, chosen by i's bits.
@@ -58,71 +59,76 @@ class TraceBudgetTest < Minitest::Test
   # Traces of run(n), one per budget (nil: the default), in a fresh process: measure:
   # :allocations reads the process's count of objects, and a thread another test left running
   # (a server's, Timeout's) that allocates while this one's frame is on top would add to that
-  # frame in one run and not in the other. => [[counters, {name => method row}], ...]
+  # frame in one run and not in the other. => [[counters, {name => method row}, callgrind,
+  # {name => method row} of the profile saved and read back, [folded] paths' objects], ...]
   def traces_apart(n, *budgets)
     code = <<~RUBY
       require "hakari"
       require "json"
+      require "tmpdir"
       #{WALKER}
       walker = PathWalker.new
       # a process's first trace makes objects of its own in the first frames it runs (2 in
       # Integer#times on 3.4): a trace before the compared ones
       Hakari.start(mode: :trace) { walker.run(50) }
+      rows = ->(profile) { profile.methods_table.to_h { |m| [m[:name], m.except(:name, :file, :line)] } }
       out = #{budgets.inspect}.map do |max|
         GC.start
         GC.disable
         profile = Hakari.start(mode: :trace, measure: :allocations, **(max ? { max_paths: max } : {})) { walker.run(#{n}) }
         GC.enable
-        [profile.counters, profile.methods_table.to_h { |m| [m[:name], m.slice(:calls, :self, :total, :callers)] }]
+        read = Dir.mktmpdir do |dir|
+          Hakari.save(File.join(dir, "t.pb.gz"), profile)
+          Hakari::Native.read_file(File.join(dir, "t.pb.gz"))
+        end
+        in_folded = profile.each_sample.sum { |frames, objects| frames.any? { |f| f[0] == "[folded]" } ? objects : 0 }
+        [profile.counters, rows.(profile), profile.encode(:callgrind), rows.(read), in_folded]
       end
       print JSON.generate(out)
     RUBY
     out, err, st = Open3.capture3(RbConfig.ruby, "-I", ENGINE_LIB, "-e", code)
     assert st.success?, err
-    JSON.parse(out, symbolize_names: true).map { |counters, rows| [counters, rows.transform_keys(&:to_s)] }
+    JSON.parse(out, symbolize_names: true).map do |counters, rows, callgrind, read, in_folded|
+      [counters, rows.transform_keys(&:to_s), callgrind, read.transform_keys(&:to_s), in_folded]
+    end
   end
 
-  def test_past_the_budget_every_method_keeps_its_calls_and_self
-    (whole, a), (folded, b) = traces_apart(3000, nil, 500)
+  # every figure of every method, its callers and callees, as if every path had been kept
+  def assert_same_table(whole, folded, what)
+    assert_equal whole.keys.sort, folded.keys.sort, "#{what}: the methods (no [folded] row)"
+    whole.each { |name, row| assert_equal row, folded[name], "#{what}: #{name}" }
+  end
+
+  def test_past_the_budget_every_method_keeps_its_figures_and_callers
+    (whole, a, grind_a), (folded, b, grind_b, read_b, in_folded) = traces_apart(3000, nil, 500)
     assert_operator whole[:node_count], :>, 10_000, "the workload has many paths"
     assert_operator folded[:folded_calls], :>, whole[:call_count] / 2, "most calls fold"
     assert_equal whole[:call_count], folded[:call_count]
-    assert_equal ["[folded]"], b.keys - a.keys
-    a.each do |name, m|
-      assert_equal m[:calls], b[name][:calls], "#{name}'s calls"
-      assert_equal m[:self], b[name][:self], "#{name}'s objects made in it"
-    end
-    assert_equal 0, b["[folded]"][:self], "every folded call is a method's leaf"
-    # the whole run's total, and the kept caller's: nothing lost above the fold
-    assert_equal a.sum { |_, m| m[:self] }, b.sum { |_, m| m[:self] }
-    assert_equal a["Integer#times"][:total], b["Integer#times"][:total]
-    assert_equal a["PathWalker#run"][:total], b["PathWalker#run"][:total]
-    # what was folded: its calls, and its objects as the [folded] subtrees hold them
-    assert_equal folded[:folded_objects], b["[folded]"][:total]
+    assert_operator a.count { |_, m| m[:recursive] }, :>, 3, "the table has recursion to get right"
+    assert_same_table a, b, "methods_table"
+    assert_same_table a, read_b, "methods_table of the file"
+    assert_equal grind_a, grind_b, "the callgrind file"
+    # what was folded: its calls, and its objects, which the [folded] paths hold
+    assert_equal folded[:folded_objects], in_folded
     assert_equal 0, folded[:dropped_calls]
   end
 
-  # a budget so small that the room for [folded] nodes runs out: calls then go to their
-  # method's leaf at the thread's root, still counted, still with their own objects
+  # a budget so small that the room for leaves runs out: calls then go to the [folded] node
+  # itself, still counted, still with their own objects and their callers
   def test_a_tiny_budget_loses_no_call
-    (whole, a), (tiny, b) = traces_apart(500, nil, 3)
+    (whole, a, grind_a), (tiny, b, grind_b) = traces_apart(500, nil, 3)
     assert_equal 0, tiny[:dropped_calls]
     assert_equal whole[:call_count], tiny[:call_count]
-    a.each do |name, m|
-      assert_equal m[:calls], b[name][:calls], "#{name}'s calls"
-      assert_equal m[:self], b[name][:self], "#{name}'s objects made in it"
-    end
-    assert_includes b["[folded]"][:callers].keys, :"[root]", "the root's [folded] node"
-    assert_equal a.sum { |_, m| m[:self] }, b.sum { |_, m| m[:self] }
-    assert_operator tiny[:node_count], :<=, 4 + 1 + a.size
+    assert_same_table a, b, "methods_table"
+    assert_equal grind_a, grind_b, "the callgrind file"
+    assert_operator tiny[:node_count], :<=, 3 + 1 + 4, "the kept paths, the leaves to 1.5 x 3, a [folded] node a kept one"
   end
 
   def test_memory_is_bounded_however_long_the_run
     short = trace(2000, max_paths: 1000)
     long = trace(8000, max_paths: 1000)
     assert_operator long[:call_count], :>, 3.9 * short[:call_count]
-    assert_operator long[:node_count], :<=, 1500 + 1 + PathWalker.instance_methods(false).size + 10,
-                    "1.5 x max_paths nodes, and a leaf per method at the root's [folded]"
+    assert_operator long[:node_count], :<=, 2500, "1.5 x max_paths nodes, and a [folded] node a kept one at most"
     assert_operator long[:node_count], :<=, short[:node_count] * 1.1, "four times the run, the same memory"
     unbounded = trace(8000)
     assert_operator unbounded[:node_count], :>, 3 * long[:node_count]

@@ -14,6 +14,8 @@
 #include "calltree.h"
 #include "check.h"
 #include "fixture.h"
+#include "pprof_decode.h"
+#include "pprof_encode.h"
 #include "tracing_fixture.h"
 
 #define MS TF_MS
@@ -129,6 +131,97 @@ static void test_fib_edges(void)
     CHECK(root->caller == 0 && root->calls == 1 && root->total == 60 * MS);
     hk_calltree_free(ct);
     hk_profile_free(p);
+}
+
+/* tf_fib past a call-path budget of three paths, as the tracer writes it: every call below
+ * main > fib folds into a [folded] node there, one leaf per method, and the fold edges hold
+ * what those paths lose (fib's 6 inner calls, called by fib and inside fib: no outer call;
+ * helper's 7 calls, by fib: all outer, 23 ms with 2 ms of wait) */
+static hk_profile *fib_folded(void)
+{
+    static const char *const names[] = {"main", "fib", "helper", "[folded]"};
+    tf t = tf_new("wall", "nanoseconds", names, 4);
+    tf_node(&t, 1, "0", 1, 10, 0);
+    tf_node(&t, 1, "10", 1, 5, 1);
+    tf_node(&t, 1, "20", 3, 9, 0);
+    tf_node(&t, 1, "1310", 6, 12, 0);
+    tf_node(&t, 1, "2310", 7, 21, 2);
+    hk_fold_edge fib = {t.loc[1], t.loc[1], 6, 12 * MS, 0, 0, 0, 0, 0, 0};
+    hk_fold_edge helper = {t.loc[1], t.loc[2], 7, 21 * MS, 2 * MS, 7, 23 * MS, 21 * MS, 2 * MS, 2 * MS};
+    hk_profile_add_fold_edge(t.p, &fib);
+    hk_profile_add_fold_edge(t.p, &helper);
+    return t.p;
+}
+
+/* the figures of tf_fib's table, exactly, with no [folded] row */
+static void check_fib_table(const hk_calltree *ct)
+{
+    CHECK_INT(ct->total, 60 * MS);
+    CHECK_INT(ct->calls, 18);
+    CHECK_METHOD(ct, "main", 1, 10 * MS, 0, 60 * MS, 0);
+    CHECK_METHOD(ct, "fib", 7, 17 * MS, 1 * MS, 41 * MS, 1);
+    CHECK_METHOD(ct, "helper", 10, 30 * MS, 2 * MS, 32 * MS, 0);
+    CHECK(method(ct, "[folded]") == NULL);
+    CHECK_INT(ct->nedges, 5);
+    CHECK_EDGE(ct, "main", "fib", 1, 41 * MS);
+    CHECK_EDGE(ct, "fib", "fib", 6, 0);
+    CHECK_EDGE(ct, "fib", "helper", 7, 23 * MS);
+    CHECK_EDGE(ct, "main", "helper", 3, 9 * MS);
+    const hk_ct_edge *e = edge(ct, "fib", "helper");
+    CHECK(e && e->self == 21 * MS && e->wait == 2 * MS && e->child == 0);
+}
+
+static void test_fold_edges_make_the_table_whole(void)
+{
+    hk_profile *p = fib_folded();
+    hk_calltree *ct = build(p);
+    CHECK(ct);
+    check_fib_table(ct);
+    hk_calltree_free(ct);
+    /* through a pprof file: the edges are in hakari's own field, with the file's location ids */
+    hk_buf out;
+    hk_buf_init(&out);
+    CHECK_INT(hk_pprof_encode(p, &out, 1), 0);
+    char err[200] = "";
+    hk_profile *q = hk_pprof_decode(out.data, out.len, err, sizeof(err));
+    CHECK_MSG(q != NULL, "decode: %s", err);
+    CHECK_INT(q->nfold_edges, 2);
+    CHECK_INT(q->ncomments, 0);
+    ct = build(q);
+    CHECK(ct);
+    check_fib_table(ct);
+    hk_calltree_free(ct);
+    hk_profile_free(q);
+    /* without them (a selection of the profile, a file of another tool) the [folded] row stays */
+    p->nfold_edges = 0;
+    ct = build(p);
+    CHECK(ct && method(ct, "[folded]") != NULL && method(ct, "fib")->total == 5 * MS + 1 * MS + 35 * MS);
+    hk_calltree_free(ct);
+    hk_buf_free(&out);
+    hk_profile_free(p);
+}
+
+static void test_bad_fold_edges_are_refused(void)
+{
+    static const struct { uint32_t caller, callee; const char *err; } bad[] = {
+        {1, 0, "has no callee location"},
+        {9999, 1, "names location 9999, which does not exist"},
+        {1, 4000000000u, "names location 4000000000, which does not exist"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        hk_profile *p = tf_fib();
+        hk_fold_edge e = {bad[i].caller, bad[i].callee, 1, 1, 0, 1, 1, 1, 0, 0};
+        hk_profile_add_fold_edge(p, &e);
+        hk_buf out;
+        hk_buf_init(&out);
+        CHECK_INT(hk_pprof_encode(p, &out, 0), 0);
+        char err[300] = "";
+        hk_profile *q = hk_pprof_decode(out.data, out.len, err, sizeof(err));
+        CHECK_MSG(q == NULL && strstr(err, bad[i].err) != NULL, "edge %u:%u: %s", bad[i].caller, bad[i].callee, err);
+        hk_profile_free(q);
+        hk_buf_free(&out);
+        hk_profile_free(p);
+    }
 }
 
 static void test_threads(void)
@@ -402,6 +495,8 @@ int main(void)
 {
     RUN(test_fib_methods);
     RUN(test_fib_edges);
+    RUN(test_fold_edges_make_the_table_whole);
+    RUN(test_bad_fold_edges_are_refused);
     RUN(test_threads);
     RUN(test_same_node_twice_adds);
     RUN(test_sample_order);

@@ -199,6 +199,52 @@ fail:
     return -1;
 }
 
+/* the (caller, callee) edge, made when new; NULL when out of memory */
+static hk_ct_edge *edge_of(builder *b, hk_u64_map *index, uint32_t caller, uint32_t callee)
+{
+    hk_calltree *ct = b->ct;
+    uint64_t key = (uint64_t)caller << 32 | callee;
+    uint32_t e;
+    if (!hk_u64_map_get(index, key, &e)) {
+        if (hk_array_grow((void **)&ct->edges, &b->edges_cap, ct->nedges + 1, sizeof(*ct->edges)) < 0 ||
+            hk_u64_map_put(index, key, (uint32_t)ct->nedges) < 0)
+            return NULL;
+        e = (uint32_t)ct->nedges++;
+        memset(&ct->edges[e], 0, sizeof(ct->edges[e]));
+        ct->edges[e].caller = caller;
+        ct->edges[e].callee = callee;
+    }
+    return &ct->edges[e];
+}
+
+/* a trace's folded calls, by the fold edges: their methods' calls, self, wait and total,
+ * and their real callers (a location out of range is left out: the decoder checks ids) */
+static int add_fold_edges(builder *b, hk_u64_map *index)
+{
+    hk_calltree *ct = b->ct;
+    const hk_profile *p = b->p;
+    for (size_t i = 0; ct->fold_func && i < p->nfold_edges; i++) {
+        const hk_fold_edge *fe = &p->fold_edges[i];
+        if (fe->callee == 0 || fe->callee > p->nlocations || fe->caller > p->nlocations) continue;
+        uint32_t callee = hk_profile_loc(p, fe->callee)->function_id;
+        uint32_t caller = fe->caller ? hk_profile_loc(p, fe->caller)->function_id : 0;
+        hk_ct_method *m = &ct->methods[callee - 1];
+        m->nnodes++;
+        m->calls = hk_add_sat(m->calls, fe->calls);
+        m->self = hk_add_sat(m->self, fe->self);
+        m->wait = hk_add_sat(m->wait, fe->wait);
+        m->total = hk_add_sat(m->total, fe->total);
+        if (fe->outer_calls < fe->calls) m->recursive = 1;
+        hk_ct_edge *ed = edge_of(b, index, caller, callee);
+        if (!ed) return -1;
+        ed->calls = hk_add_sat(ed->calls, fe->calls);
+        ed->total = hk_add_sat(ed->total, fe->total);
+        ed->self = hk_add_sat(ed->self, fe->outer_self);
+        ed->wait = hk_add_sat(ed->wait, fe->outer_wait);
+    }
+    return 0;
+}
+
 static int sum_methods_and_edges(builder *b)
 {
     hk_calltree *ct = b->ct;
@@ -215,6 +261,7 @@ static int sum_methods_and_edges(builder *b)
             continue;
         }
         if (!ct->sampling) ct->calls = hk_add_sat(ct->calls, n->calls);
+        if (hk_ct_folded(ct, n)) continue; /* add_fold_edges counts them */
         int64_t calls = ct->sampling && !n->outer ? 0 : n->calls;
         hk_ct_method *m = &ct->methods[n->func - 1];
         m->nnodes++;
@@ -223,24 +270,16 @@ static int sum_methods_and_edges(builder *b)
         m->wait = hk_add_sat(m->wait, n->wait);
         if (n->outer) m->total = hk_add_sat(m->total, n->total);
 
-        uint32_t caller = ct->nodes[n->parent].func, e; /* 0: called from a thread root */
-        uint64_t key = (uint64_t)caller << 32 | n->func;
-        if (!hk_u64_map_get(&index, key, &e)) {
-            if (hk_array_grow((void **)&ct->edges, &b->edges_cap, ct->nedges + 1, sizeof(*ct->edges)) < 0 ||
-                hk_u64_map_put(&index, key, (uint32_t)ct->nedges) < 0)
-                goto fail;
-            e = (uint32_t)ct->nedges++;
-            memset(&ct->edges[e], 0, sizeof(ct->edges[e]));
-            ct->edges[e].caller = caller;
-            ct->edges[e].callee = n->func;
-        }
-        hk_ct_edge *ed = &ct->edges[e];
+        /* caller 0: called from a thread root */
+        hk_ct_edge *ed = edge_of(b, &index, ct->nodes[n->parent].func, n->func);
+        if (!ed) goto fail;
         ed->calls = hk_add_sat(ed->calls, calls);
         if (!n->outer) continue;
         ed->total = hk_add_sat(ed->total, n->total);
         ed->self = hk_add_sat(ed->self, n->self);
         ed->wait = hk_add_sat(ed->wait, n->wait);
     }
+    if (add_fold_edges(b, &index) < 0) goto fail;
     for (size_t f = 0; f < ct->nmethods; f++) {
         hk_ct_method *m = &ct->methods[f];
         m->child = hk_calltree_sub(hk_calltree_sub(m->total, m->self), m->wait);
@@ -317,6 +356,8 @@ static void setup(builder *b, const hk_profile *p)
     if (ct->sampling || ct->alloc_vi == ct->self_vi) ct->alloc_vi = -1; /* object mode's is its measure */
     ct->ns = strcmp(hk_profile_str(p, p->sample_types[ct->self_vi].unit), "nanoseconds") == 0;
     ct->nmethods = p->nfunctions;
+    for (uint32_t f = 1; p->nfold_edges && f <= p->nfunctions; f++)
+        if (strcmp(hk_profile_str(p, hk_profile_func(p, f)->name), "[folded]") == 0) ct->fold_func = f;
     for (uint32_t s = 1; s < p->strings.count; s++) {
         size_t len;
         const char *str = hk_strtab_get(&p->strings, s, &len);
@@ -406,7 +447,8 @@ static void put_folded(hk_buf *out, const hk_calltree *ct)
     hk_buf_printf(out, "Folded: %llu calls past max_paths=%llu, ", f.calls, f.max_paths);
     if (ct->ns) hk_buf_printf(out, "%.3f ms", (double)f.measure / 1e6);
     else hk_buf_printf(out, "%lld %s", f.measure, f.unit);
-    hk_buf_puts(out, ", in [folded] (their methods' calls and self are exact, their totals and callers are not)\n");
+    if (ct->fold_func) hk_buf_puts(out, ", in [folded] paths (every method's figures, callers and callees are exact)\n");
+    else hk_buf_puts(out, ", in [folded] (their methods' calls and self are exact, their totals and callers are not)\n");
 }
 
 void hk_ct_put_summary(hk_buf *out, const hk_calltree *ct)

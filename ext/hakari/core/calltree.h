@@ -15,7 +15,10 @@
  * caller_edges/callee_edges index arrays. Recursion: a node is `outer` when
  * its function does not occur above it; totals, edge times and (for
  * sampling) counts add outer nodes only, so nothing is counted twice;
- * tracing call counts add every node.
+ * tracing call counts add every node. A trace past its call-path budget
+ * (profile.h's fold edges): its [folded] nodes and the leaves under them stay
+ * in the tree, for paths, but add nothing to methods and edges; the fold
+ * edges give those their folded calls' figures instead, exactly.
  * ctx: core (plain C, no ruby.h), pure; the tree is a snapshot of the profile.
  */
 #ifndef HK_CALLTREE_H
@@ -65,6 +68,7 @@ typedef struct hk_calltree {
     int alloc_vi;                      /* a trace's alloc_objects (allocations: true), else -1 */
     int sampling;                      /* counts are samples, not calls */
     int ns;                            /* the measure is in nanoseconds */
+    uint32_t fold_func;                /* the [folded] function when the profile has fold edges, else 0 */
     hk_ct_node *nodes; size_t nnodes;
     uint32_t *roots; size_t nthreads;  /* root node of each thread */
     hk_ct_method *methods; size_t nmethods; /* = profile->nfunctions */
@@ -79,6 +83,13 @@ typedef struct hk_calltree {
  * types, a location or function id out of range, out of memory) */
 hk_calltree *hk_calltree_build(const hk_profile *p, char *err, size_t errlen);
 void hk_calltree_free(hk_calltree *ct);
+
+/* whether node n is a [folded] node or one under it, whose figures the fold edges hold */
+static inline int hk_ct_folded(const hk_calltree *ct, const hk_ct_node *n)
+{
+    return ct->fold_func && (n->func == ct->fold_func ||
+                             (n->parent != HK_CT_NONE && ct->nodes[n->parent].func == ct->fold_func));
+}
 
 /* name of the measure (the self value's sample type), e.g. "wall" */
 const char *hk_calltree_measure(const hk_calltree *ct);

@@ -43,6 +43,7 @@ void hk_profile_free(hk_profile *p)
     free(p->values);
     free(p->label_pool);
     free(p->comments);
+    free(p->fold_edges);
     free(p);
 }
 
@@ -236,6 +237,14 @@ int hk_profile_add_comment(hk_profile *p, const char *text)
     return p->oom ? -1 : 0;
 }
 
+int hk_profile_add_fold_edge(hk_profile *p, const hk_fold_edge *e)
+{
+    if (reserve(p, (void **)&p->fold_edges, &p->fold_edges_cap, p->nfold_edges + 1, sizeof(*p->fold_edges)) < 0)
+        return -1;
+    p->fold_edges[p->nfold_edges++] = *e;
+    return 0;
+}
+
 size_t hk_profile_default_value(const hk_profile *p)
 {
     for (size_t i = 0; i < p->nvalues; i++)
@@ -322,5 +331,6 @@ size_t hk_profile_memsize(const hk_profile *p)
            p->locations_cap * sizeof(*p->locations) + p->samples_cap * sizeof(*p->samples) +
            hk_u64_map_memsize(&p->stack_index) + p->stacks_cap * sizeof(*p->stacks) + p->values_cap * sizeof(*p->values) +
            p->label_cap * sizeof(*p->label_pool) + hk_intern_memsize(&p->label_index) +
-           p->label_sets_cap * sizeof(*p->label_set_off) + p->comments_cap * sizeof(*p->comments);
+           p->label_sets_cap * sizeof(*p->label_set_off) + p->comments_cap * sizeof(*p->comments) +
+           p->fold_edges_cap * sizeof(*p->fold_edges);
 }

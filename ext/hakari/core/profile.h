@@ -80,6 +80,8 @@ typedef struct hk_profile {
     hk_value_type period_type;
     int64_t period;
     uint32_t *comments; size_t ncomments, comments_cap;
+    /* a trace past its call-path budget: its folded calls per (caller, callee), see below */
+    struct hk_fold_edge *fold_edges; size_t nfold_edges, fold_edges_cap;
 
     int oom;
 } hk_profile;
@@ -173,5 +175,21 @@ typedef struct hk_folded {
     char unit[16]; /* "ns" or "objects" */
 } hk_folded;
 int hk_profile_folded(const hk_profile *p, hk_folded *f);
+
+/* A trace's folded calls share one [folded] path under their nearest kept caller, which no
+ * longer says who called them nor what was on the stack above them. Their figures travel
+ * beside the paths, one entry per (caller, callee) method pair: calls, self and wait of every
+ * such call, and the count, total, self, own wait and subtree's wait of those whose callee was
+ * not on the stack already (as calltree.h counts outer nodes, so recursion counts once). With
+ * them a per-method table is what it would be with every path kept. Methods are named by their
+ * location (a trace has one per method); caller 0 is a thread's root. In a pprof file each is a
+ * message of hakari's own field (pprof_fields.h), which other readers skip. */
+typedef struct hk_fold_edge {
+    uint32_t caller, callee;
+    int64_t calls, self, wait;
+    int64_t outer_calls, total, outer_self, outer_wait, outer_wait_total;
+} hk_fold_edge;
+/* 0, or -1 (oom set) */
+int hk_profile_add_fold_edge(hk_profile *p, const hk_fold_edge *e);
 
 #endif

@@ -179,6 +179,28 @@ static void body(enc *e)
     }
 }
 
+/* the record of calls from location caller_loc to function callee, made when new; NULL when
+ * out of memory */
+static call *call_record(enc *e, hk_u64_map *index, uint32_t caller_loc, uint32_t callee)
+{
+    uint64_t key = (uint64_t)caller_loc << 32 | callee;
+    uint32_t i;
+    if (!hk_u64_map_get(index, key, &i)) {
+        if (e->ncalls == e->calls_cap) {
+            size_t cap = e->calls_cap ? e->calls_cap * 2 : 64;
+            call *q = realloc(e->calls, cap * sizeof(*q));
+            if (!q) return NULL;
+            e->calls = q;
+            e->calls_cap = cap;
+        }
+        if (hk_u64_map_put(index, key, (uint32_t)e->ncalls) < 0) return NULL;
+        i = (uint32_t)e->ncalls++;
+        const hk_location *l = hk_profile_loc(e->p, caller_loc);
+        e->calls[i] = (call){l->function_id, caller_loc, callee, l->line, 0, 0, 0, 0};
+    }
+    return &e->calls[i];
+}
+
 /* one record per (caller location, callee); calls with neither calls nor cost are left out */
 static int collect_call(enc *e, hk_u64_map *index, const hk_ct_node *n)
 {
@@ -189,25 +211,46 @@ static int collect_call(enc *e, hk_u64_map *index, const hk_ct_node *n)
     int64_t wait = n->outer ? n->wait_total : 0;
     int64_t alloc = n->outer ? n->alloc_total : 0;
     if (calls <= 0 && self <= 0 && wait <= 0 && alloc <= 0) return 0;
-    uint64_t key = (uint64_t)up->loc << 32 | n->func;
-    uint32_t i;
-    if (!hk_u64_map_get(index, key, &i)) {
-        if (e->ncalls == e->calls_cap) {
-            size_t cap = e->calls_cap ? e->calls_cap * 2 : 64;
-            call *q = realloc(e->calls, cap * sizeof(*q));
-            if (!q) return -1;
-            e->calls = q;
-            e->calls_cap = cap;
-        }
-        if (hk_u64_map_put(index, key, (uint32_t)e->ncalls) < 0) return -1;
-        i = (uint32_t)e->ncalls++;
-        e->calls[i] = (call){up->func, up->loc, n->func, hk_profile_loc(e->p, up->loc)->line, 0, 0, 0, 0};
-    }
-    call *k = &e->calls[i];
+    call *k = call_record(e, index, up->loc, n->func);
+    if (!k) return -1;
     k->calls = hk_add_sat(k->calls, calls);
     k->self = hk_add_sat(k->self, self);
     k->wait = hk_add_sat(k->wait, wait);
     k->alloc = hk_add_sat(k->alloc, alloc);
+    return 0;
+}
+
+/* the cost of location loc, listed as a site on first use */
+static cost *site_cost(enc *e, uint32_t loc)
+{
+    cost *k = &e->cost[loc];
+    if (!k->used) {
+        k->used = 1;
+        const hk_location *l = hk_profile_loc(e->p, loc);
+        e->sites[e->nsites++] = (site){l->function_id, loc, l->line};
+    }
+    return k;
+}
+
+/* a trace's folded calls (profile.h's fold edges), in place of its [folded] nodes: each
+ * callee's self and wait at its location, each (caller, callee) pair a call record with the
+ * calls' inclusive cost (their objects made below them are not known: 0) */
+static int collect_fold_edges(enc *e, hk_u64_map *index)
+{
+    const hk_profile *p = e->p;
+    for (size_t i = 0; e->ct->fold_func && i < p->nfold_edges; i++) {
+        const hk_fold_edge *fe = &p->fold_edges[i];
+        if (fe->callee == 0 || fe->callee > p->nlocations || fe->caller > p->nlocations) continue;
+        cost *k = site_cost(e, fe->callee);
+        k->self = hk_add_sat(k->self, fe->self);
+        k->wait = hk_add_sat(k->wait, fe->wait);
+        if (!fe->caller) continue; /* called from a thread's root: no caller to list it under */
+        call *c = call_record(e, index, fe->caller, hk_profile_loc(p, fe->callee)->function_id);
+        if (!c) return -1;
+        c->calls = hk_add_sat(c->calls, fe->calls);
+        c->self = hk_add_sat(c->self, hk_calltree_sub(fe->total, fe->outer_wait_total));
+        c->wait = hk_add_sat(c->wait, fe->outer_wait_total);
+    }
     return 0;
 }
 
@@ -218,17 +261,18 @@ static int collect(enc *e, cost *nostack)
     hk_u64_map_init(&index);
     for (size_t i = 0; i < ct->nnodes; i++) {
         const hk_ct_node *n = &ct->nodes[i];
-        cost *k = n->parent == HK_CT_NONE ? nostack : &e->cost[n->loc];
+        if (n->parent != HK_CT_NONE && hk_ct_folded(ct, n)) { /* collect_fold_edges has its time */
+            if (n->alloc) site_cost(e, n->loc)->alloc = hk_add_sat(e->cost[n->loc].alloc, n->alloc);
+            continue;
+        }
+        cost *k = n->parent == HK_CT_NONE ? nostack : site_cost(e, n->loc);
         k->self = hk_add_sat(k->self, n->self);
         k->wait = hk_add_sat(k->wait, n->wait);
         k->alloc = hk_add_sat(k->alloc, n->alloc);
         if (n->parent == HK_CT_NONE) continue;
-        if (!k->used) {
-            k->used = 1;
-            e->sites[e->nsites++] = (site){n->func, n->loc, hk_profile_loc(e->p, n->loc)->line};
-        }
         if (ct->nodes[n->parent].parent != HK_CT_NONE && collect_call(e, &index, n) < 0) goto fail;
     }
+    if (collect_fold_edges(e, &index) < 0) goto fail;
     hk_u64_map_free(&index);
     qsort(e->sites, e->nsites, sizeof(*e->sites), by_site);
     if (e->ncalls) qsort(e->calls, e->ncalls, sizeof(*e->calls), by_call);

@@ -328,6 +328,36 @@ static int one_comment(dec *d, uint64_t v)
     return 0;
 }
 
+/* one of a trace's fold edges (hakari's own field, pprof_fields.h), its ids the model's */
+static int fold_edge(dec *d, const field *f)
+{
+    if (want(d, f, HK_PB_LEN, "fold edge") < 0) return -1;
+    uint64_t v[FOLD_EDGE_OUTER_WAIT_TOTAL + 1] = {0};
+    field g;
+    int rc;
+    hk_pb_reader r = f->sub;
+    while ((rc = next_field(d, &r, &g)) > 0) {
+        if (g.num < FOLD_EDGE_CALLER || g.num > FOLD_EDGE_OUTER_WAIT_TOTAL) continue;
+        if (want(d, &g, HK_PB_VARINT, "fold edge field") < 0) return -1;
+        v[g.num] = g.v;
+    }
+    if (rc < 0) return -1;
+    uint32_t ids[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        uint64_t id = v[FOLD_EDGE_CALLER + k];
+        if (id == 0 && k == 0) continue; /* a caller of 0 is a thread's root */
+        if (id == 0) return fail(d, "fold edge at byte %zu has no callee location", f->off);
+        if (!hk_u64_map_get(&d->locs, id, &ids[k]))
+            return fail(d, "fold edge at byte %zu names location %llu, which does not exist", f->off,
+                        (unsigned long long)id);
+    }
+    hk_fold_edge e = {ids[0], ids[1], (int64_t)v[FOLD_EDGE_CALLS], (int64_t)v[FOLD_EDGE_SELF],
+                      (int64_t)v[FOLD_EDGE_WAIT], (int64_t)v[FOLD_EDGE_OUTER_CALLS], (int64_t)v[FOLD_EDGE_TOTAL],
+                      (int64_t)v[FOLD_EDGE_OUTER_SELF], (int64_t)v[FOLD_EDGE_OUTER_WAIT],
+                      (int64_t)v[FOLD_EDGE_OUTER_WAIT_TOTAL]};
+    return hk_profile_add_fold_edge(d->p, &e) < 0 ? fail(d, "out of memory") : 0;
+}
+
 static int visit_types(dec *d, const field *f)
 {
     static const char *const sample_names[2] = {"type", "unit"};
@@ -344,6 +374,7 @@ static int visit_types(dec *d, const field *f)
         return 0;
     case PROFILE_PERIOD_TYPE: return value_type(d, f, NULL, 0, period_names, &p->period_type);
     case PROFILE_COMMENT: return each_varint(d, f, "comment", one_comment);
+    case PROFILE_HAKARI_FOLD_EDGE: return fold_edge(d, f);
     case PROFILE_DEFAULT_SAMPLE_TYPE:
         if (want(d, f, HK_PB_VARINT, "default_sample_type") < 0) return -1;
         return str_ref(d, f->v, &p->default_sample_type, NULL, 0, "default_sample_type");

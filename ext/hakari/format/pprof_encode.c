@@ -48,6 +48,23 @@ static void sample(hk_buf *out, const hk_profile *p, size_t i, hk_buf *tmp, hk_b
     put_message(out, PROFILE_SAMPLE, tmp);
 }
 
+/* one of a trace's fold edges (profile.h), in hakari's own field: its locations by the ids
+ * written for them */
+static void fold_edge(hk_buf *out, const hk_fold_edge *e, hk_buf *tmp)
+{
+    hk_pb_uint(tmp, FOLD_EDGE_CALLER, e->caller);
+    hk_pb_uint(tmp, FOLD_EDGE_CALLEE, e->callee);
+    hk_pb_int(tmp, FOLD_EDGE_CALLS, e->calls);
+    hk_pb_int(tmp, FOLD_EDGE_SELF, e->self);
+    hk_pb_int(tmp, FOLD_EDGE_WAIT, e->wait);
+    hk_pb_int(tmp, FOLD_EDGE_OUTER_CALLS, e->outer_calls);
+    hk_pb_int(tmp, FOLD_EDGE_TOTAL, e->total);
+    hk_pb_int(tmp, FOLD_EDGE_OUTER_SELF, e->outer_self);
+    hk_pb_int(tmp, FOLD_EDGE_OUTER_WAIT, e->outer_wait);
+    hk_pb_int(tmp, FOLD_EDGE_OUTER_WAIT_TOTAL, e->outer_wait_total);
+    put_message(out, PROFILE_HAKARI_FOLD_EDGE, tmp);
+}
+
 static void location(hk_buf *out, const hk_profile *p, size_t i, hk_buf *tmp, hk_buf *line)
 {
     const hk_location *l = &p->locations[i];
@@ -155,6 +172,7 @@ static void encode_raw(const hk_profile *p, hk_buf *out, sink *k)
         hk_pb_tag(out, PROFILE_COMMENT, HK_PB_VARINT);
         hk_pb_varint(out, p->comments[i]);
     }
+    for (size_t i = 0; i < p->nfold_edges; i++) fold_edge(out, &p->fold_edges[i], &tmp);
     hk_pb_uint(out, PROFILE_DEFAULT_SAMPLE_TYPE, p->default_sample_type);
     if (tmp.oom || sub.oom || stack.oom) out->oom = 1;
     sink_feed(k, out, 1);

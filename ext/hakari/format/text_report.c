@@ -234,7 +234,7 @@ int hk_text_report(const hk_profile *p, size_t vi, size_t top_n, hk_buf *out)
     hk_buf_putc(out, '\n');
     hk_folded f;
     if (hk_profile_folded(p, &f))
-        hk_buf_printf(out, "Folded: %llu calls past max_paths=%llu, in [folded] (each method's calls and self exact)\n",
+        hk_buf_printf(out, "Folded: %llu calls past max_paths=%llu, in [folded] paths (the flat and graph reports hold every method's exact figures)\n",
                       f.calls, f.max_paths);
     /* in wall mode every thread's time counts, waiting included: say so when several add up */
     long threads = thread_count(p);

@@ -160,40 +160,92 @@ static uint32_t fold_method(void)
     return T.fold_method = (uint32_t)id;
 }
 
-/* Past the hard limit: m's leaf under the [folded] node at the thread's root, one per method
- * and thread, made whatever the count (the program's methods bound them, not its run). The
- * call's calls and self stay exact; its time is no longer in its caller's total. */
-static uint32_t root_fold_leaf(hk_troot *r, uint32_t m)
+/* whether a call with node n was folded: n is a [folded] node or a leaf under one */
+static inline int folded_p(uint32_t n)
 {
-    uint32_t g = child_node(r, r->node, T.fold_method, SIZE_MAX);
-    return g == NO_NODE ? NO_NODE : child_node(r, g, m, SIZE_MAX);
+    return T.nodes[n].method == T.fold_method || fold_leaf_p(&T.nodes[n]);
 }
 
-/* The leaf of method m under the [folded] node g */
+/* The leaf of method m under the [folded] node g; past the hard limit (or out of memory), g
+ * itself, whose path then holds the call's time and the fold edges its method's figures */
 static uint32_t fold_leaf(hk_troot *r, uint32_t g, uint32_t m)
 {
     uint32_t n = child_node(r, g, m, T.hard_limit);
-    return n == NO_NODE ? root_fold_leaf(r, m) : n;
+    return n == NO_NODE ? g : n;
 }
 
 /* The node of a call of m made from the node parent. Until the budget is reached, the
  * (parent, m) node, made when new. Past it, a new path folds: the call's node is m's leaf
- * under the [folded] node of its nearest kept ancestor (made when new), and so is every
- * call made below it, whatever its depth: the leaves' calls, self and wait are exact per
- * method, and the ancestor's subtree keeps its whole time. NO_NODE when none can be had. */
+ * under the [folded] node of its nearest kept ancestor (made when new, whatever the count:
+ * one per kept node at most), and so is every call made below it, whatever its depth: the
+ * ancestor's subtree keeps its whole time. NO_NODE when none can be had. */
 static uint32_t call_node(hk_troot *r, uint32_t parent, uint32_t m)
 {
     if (T.folding) {
-        if (fold_leaf_p(&T.nodes[parent]))
-            return fold_leaf(r, T.nodes[parent].parent, m); /* a call below a folded one */
+        const hk_tnode *up = &T.nodes[parent];
+        if (up->method == T.fold_method) return fold_leaf(r, parent, m); /* below a call kept in g itself */
+        if (fold_leaf_p(up)) return fold_leaf(r, up->parent, m);         /* below a folded call */
     }
     uint32_t node = child_node(r, parent, m, T.max_paths);
     if (node != NO_NODE || T.nnodes < T.max_paths) return node; /* found, made, or out of memory */
     uint32_t f = fold_method();
     if (!f) return NO_NODE;
     T.folding = 1;
-    uint32_t g = child_node(r, parent, f, T.hard_limit);
-    return g == NO_NODE ? root_fold_leaf(r, m) : fold_leaf(r, g, m);
+    uint32_t g = child_node(r, parent, f, SIZE_MAX);
+    return g == NO_NODE ? NO_NODE : fold_leaf(r, g, m);
+}
+
+/* the (caller, callee) entry of the fold edges, made when new; NULL when out of memory */
+static hk_tfold *fold_entry(uint32_t caller, uint32_t callee)
+{
+    uint64_t key = ((uint64_t)caller << 32) | callee;
+    uint32_t i;
+    if (hk_u64_map_get(&T.fold_index, key, &i)) return &T.folds[i];
+    if (hk_array_grow((void **)&T.folds, &T.folds_cap, T.nfolds + 1, sizeof(*T.folds)) < 0 ||
+        hk_u64_map_put(&T.fold_index, key, (uint32_t)T.nfolds) < 0)
+        return NULL;
+    hk_tfold *e = &T.folds[T.nfolds++];
+    memset(e, 0, sizeof(*e));
+    e->caller = caller;
+    e->callee = callee;
+    return e;
+}
+
+/* A folded call returns (frame f, just popped from c): what its [folded] path loses goes to
+ * its fold edge. Its caller is the nearest counted frame below it (as a kept node's parent
+ * is), 0 at the root; it is outer when no counted frame below runs its method. The frames are
+ * walked, but only for folded calls and only until the method is found. */
+static void fold_count(const hk_tcontext *c, const hk_tframe *f, int64_t total, int64_t wait_total)
+{
+    uint32_t caller = 0;
+    int outer = 1, found = 0;
+    for (size_t j = c->depth; j-- > 0;) {
+        const hk_tframe *b = &c->stack[j];
+        if (!b->counted) continue;
+        if (!found) {
+            caller = b->method;
+            found = 1;
+        }
+        if (b->method == f->method) {
+            outer = 0;
+            break;
+        }
+    }
+    hk_tfold *e = fold_entry(caller, f->method);
+    if (!e) {
+        T.folds_lost++;
+        return;
+    }
+    int64_t self = total - f->child - f->wait;
+    e->calls++;
+    e->self += self;
+    e->wait += f->wait;
+    if (!outer) return;
+    e->outer_calls++;
+    e->total += total;
+    e->outer_self += self;
+    e->outer_wait += f->wait;
+    e->outer_wait_total += wait_total;
 }
 
 /* ---- contexts -------------------------------------------------------------- */
@@ -292,7 +344,7 @@ static void on_call(hk_tcontext *c, uint32_t m, int64_t now)
     hk_troot *r = &T.roots[c->root];
     uint32_t parent = c->depth ? c->stack[c->depth - 1].node : r->node;
     hk_tframe *f = &c->stack[c->depth++];
-    *f = (hk_tframe){parent, m, 0, now, 0, 0};
+    *f = (hk_tframe){parent, m, 0, now, 0, 0, 0};
     if (T.paused || T.methods[m].excluded) return; /* transparent: its time stays with the caller */
     uint32_t node = call_node(r, parent, m);
     if (node == NO_NODE) { T.dropped++; return; }
@@ -307,15 +359,20 @@ static void pop_frame(hk_tcontext *c, int64_t now)
     hk_tframe f = c->stack[--c->depth];
     hk_tframe *parent = c->depth ? &c->stack[c->depth - 1] : NULL;
     if (f.counted) {
-        int64_t total = now - f.start;
+        int64_t total = now - f.start, wait_total = f.wait + f.wait_below;
         hk_tnode *n = &T.nodes[f.node];
         n->total += total;
         n->child += f.child;
         n->wait += f.wait;
-        if (parent) parent->child += total;
+        if (parent) {
+            parent->child += total;
+            parent->wait_below += wait_total;
+        }
+        if (T.folding && folded_p(f.node)) fold_count(c, &f, total, wait_total);
     } else if (parent) {
         parent->child += f.child;
         parent->wait += f.wait;
+        parent->wait_below += f.wait_below;
     }
 }
 
@@ -470,6 +527,8 @@ static void free_state(void)
     free(T.methods);
     hk_intern_free(&T.method_index);
     hk_u64_map_free(&T.children);
+    free(T.folds);
+    hk_u64_map_free(&T.fold_index);
     hk_u64_map_free(&T.context_ids);
     hk_u64_map_free(&T.thread_context);
     hk_tracer_allocs_free(&T);
@@ -653,6 +712,7 @@ size_t hk_tracer_memsize(void)
     size_t n = T.nodes_cap * sizeof(hk_tnode) + T.methods_cap * sizeof(hk_tmethod) +
                hk_intern_memsize(&T.method_index) + hk_u64_map_memsize(&T.children) +
                hk_u64_map_memsize(&T.context_ids) + hk_u64_map_memsize(&T.thread_context) +
+               T.folds_cap * sizeof(hk_tfold) + hk_u64_map_memsize(&T.fold_index) +
                hk_tracer_allocs_memsize(&T);
     for (size_t i = 0; i < T.ncontexts; i++) n += sizeof(hk_tcontext) + T.contexts[i]->cap * sizeof(hk_tframe);
     return n;

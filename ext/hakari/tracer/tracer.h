@@ -13,10 +13,11 @@
  * call paths are a budget (max_paths): past it, a call on a new path folds into a
  * "[folded]" node under its nearest kept ancestor, with one leaf per method called
  * there, so every method's calls, self time and wait stay exact and the totals of the
- * kept paths stay whole. [folded] nodes and leaves are made until there are 1.5 x max_paths
- * nodes; past that a call on a new path goes to its method's leaf under a [folded] node at its
- * thread's root (one per method and thread), so no call is ever lost and memory is bounded by
- * the budget and the program's methods, not by its run.
+ * kept paths stay whole. Leaves are made until there are 1.5 x max_paths nodes; past that a
+ * call on a new path goes to the [folded] node itself (one per kept node at most), so no call
+ * is ever lost and memory is bounded by the budget, not by the run. What a [folded] path no
+ * longer tells (a folded call's caller, what was on the stack above it) is counted per
+ * (caller, callee) method pair as the call returns: the profile's fold edges (profile.h).
  */
 #ifndef HK_TRACER_H
 #define HK_TRACER_H
@@ -78,6 +79,7 @@ typedef struct hk_tframe {
     int64_t start; /* measure at call */
     int64_t child; /* totals of counted callees returned so far */
     int64_t wait;  /* switched-out time while this frame was on top */
+    int64_t wait_below; /* the wait of its counted callees' subtrees (a folded call's figures) */
 } hk_tframe;
 
 typedef struct hk_tcontext {

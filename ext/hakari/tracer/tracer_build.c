@@ -174,6 +174,21 @@ static void add_alloc_samples(const hk_tracer *t, hk_profile *p, const uint32_t 
     }
 }
 
+/* the folded calls' figures per (caller, callee), in the measure's unit (profile.h); none at
+ * all when one pair found no room, as then they would not add up */
+static void add_fold_edges(const hk_tracer *t, hk_profile *p, const uint32_t *loc_of, double scale)
+{
+    if (t->folds_lost) return;
+    for (size_t i = 0; i < t->nfolds; i++) {
+        const hk_tfold *f = &t->folds[i];
+#define SCALED(v) ((int64_t)((double)(v) * scale))
+        hk_fold_edge e = {f->caller ? loc_of[f->caller] : 0, loc_of[f->callee], (int64_t)f->calls, SCALED(f->self), SCALED(f->wait), (int64_t)f->outer_calls,
+                          SCALED(f->total), SCALED(f->outer_self), SCALED(f->outer_wait), SCALED(f->outer_wait_total)};
+#undef SCALED
+        hk_profile_add_fold_edge(p, &e);
+    }
+}
+
 hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *st)
 {
     hk_profile *p = hk_profile_new();
@@ -217,6 +232,7 @@ hk_profile *hk_tracer_build_profile(const hk_tracer *t, const hk_tracer_stats *s
         hk_profile_add_sample_stack(p, stack_of[i], depth_of[i], values, &label, 1);
     }
     if (st->allocations) add_alloc_samples(t, p, stack_of, depth_of);
+    add_fold_edges(t, p, loc_of, st->scale);
     if (!hk_profile_ok(p)) goto fail;
     free(func_of);
     free(loc_of);

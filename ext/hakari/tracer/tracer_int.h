@@ -37,6 +37,13 @@ typedef struct hk_talloc {
     uint64_t count, bytes;
 } hk_talloc;
 
+/* the folded calls from one method to another, as profile.h's hk_fold_edge counts them */
+typedef struct hk_tfold {
+    uint32_t caller, callee; /* method indexes; caller 0: a root */
+    uint64_t calls, outer_calls;
+    int64_t self, wait, total, outer_self, outer_wait, outer_wait_total;
+} hk_tfold;
+
 #define HK_ALLOC_CACHE 4096 /* direct-mapped, power of two: the sites a program revisits, in front of the table */
 
 /* the root of one call tree: a thread's or fiber's, or a shared one when merged */
@@ -76,6 +83,9 @@ typedef struct hk_tracer {
     size_t max_paths, hard_limit;
     int folding;                      /* the budget was reached: [folded] nodes may exist */
     uint32_t fold_method;             /* the [folded] pseudo-method's index, 0 until folding */
+    hk_tfold *folds; size_t nfolds, folds_cap;
+    hk_u64_map fold_index;            /* (caller << 32 | callee) -> index in folds */
+    uint64_t folds_lost;              /* folded calls with no room for their pair: in no fold edge */
     /* allocations: true (tracer_allocs.c) */
     int in_event;                     /* the event hook runs: what it allocates is hakari's */
     hk_talloc *allocs; size_t nallocs, allocs_cap;
