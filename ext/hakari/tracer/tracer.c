@@ -113,7 +113,7 @@ static uint32_t method_index(VALUE klass, ID mid, int cfunc)
 static uint32_t new_node(uint32_t parent, uint32_t method, uint32_t seq)
 {
     if (hk_array_grow((void **)&T.nodes, &T.nodes_cap, T.nnodes + 1, sizeof(*T.nodes)) < 0) return UINT32_MAX;
-    T.nodes[T.nnodes] = (hk_tnode){method, parent, seq, 0, 0, 0, 0};
+    T.nodes[T.nnodes] = (hk_tnode){method, parent, seq, 0, 0, 0, 0, 0};
     return (uint32_t)T.nnodes++;
 }
 
@@ -170,8 +170,13 @@ static inline int folded_p(uint32_t n)
  * itself, whose path then holds the call's time and the fold edges its method's figures */
 static uint32_t fold_leaf(hk_troot *r, uint32_t g, uint32_t m)
 {
+    size_t before = T.nnodes;
     uint32_t n = child_node(r, g, m, T.hard_limit);
-    return n == NO_NODE ? g : n;
+    if (n == NO_NODE) return g;
+    if (T.nnodes > before) /* new: whether m is on the kept path, for fold_count, once */
+        for (uint32_t k = T.nodes[g].parent; k != UINT32_MAX && !T.nodes[n].on_kept_path; k = T.nodes[k].parent)
+            T.nodes[n].on_kept_path = T.nodes[k].method == m;
+    return n;
 }
 
 /* The node of a call of m made from the node parent. Until the budget is reached, the
@@ -213,10 +218,13 @@ static hk_tfold *fold_entry(uint32_t caller, uint32_t callee)
 
 /* A folded call returns (frame f, just popped from c): what its [folded] path loses goes to
  * its fold edge. Its caller is the nearest counted frame below it (as a kept node's parent
- * is), 0 at the root; it is outer when no counted frame below runs its method. The frames are
- * walked, but only for folded calls and only until the method is found. */
+ * is), 0 at the root; it is outer when no counted frame below runs its method. Below the
+ * folded frames on top of the stack lie the kept ones, its kept ancestor's path, which a leaf
+ * has looked at once (on_kept_path): only the folded frames are walked, until the method is
+ * found. A call kept in a [folded] node itself (past the hard limit) walks them all. */
 static void fold_count(const hk_tcontext *c, const hk_tframe *f, int64_t total, int64_t wait_total)
 {
+    const hk_tnode *leaf = fold_leaf_p(&T.nodes[f->node]) ? &T.nodes[f->node] : NULL;
     uint32_t caller = 0;
     int outer = 1, found = 0;
     for (size_t j = c->depth; j-- > 0;) {
@@ -225,6 +233,10 @@ static void fold_count(const hk_tcontext *c, const hk_tframe *f, int64_t total, 
         if (!found) {
             caller = b->method;
             found = 1;
+        }
+        if (leaf && !folded_p(b->node)) {
+            outer = !leaf->on_kept_path;
+            break;
         }
         if (b->method == f->method) {
             outer = 0;

@@ -69,6 +69,7 @@ typedef struct hk_tracer_stats {
 
 typedef struct hk_tnode {
     uint32_t method, parent, context_seq;
+    uint32_t on_kept_path; /* a [folded] leaf: its method runs on its kept ancestor's path */
     uint64_t calls;
     int64_t total, child, wait; /* summed over completed visits */
 } hk_tnode;
