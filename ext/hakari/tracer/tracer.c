@@ -160,12 +160,6 @@ static uint32_t fold_method(void)
     return T.fold_method = (uint32_t)id;
 }
 
-/* whether a call with node n was folded: n is a [folded] node or a leaf under one */
-static inline int folded_p(uint32_t n)
-{
-    return T.nodes[n].method == T.fold_method || fold_leaf_p(&T.nodes[n]);
-}
-
 /* The leaf of method m under the [folded] node g; past the hard limit (or out of memory), g
  * itself, whose path then holds the call's time and the fold edges its method's figures */
 static uint32_t fold_leaf(hk_troot *r, uint32_t g, uint32_t m)
@@ -184,13 +178,10 @@ static uint32_t fold_leaf(hk_troot *r, uint32_t g, uint32_t m)
  * under the [folded] node of its nearest kept ancestor (made when new, whatever the count:
  * one per kept node at most), and so is every call made below it, whatever its depth: the
  * ancestor's subtree keeps its whole time. NO_NODE when none can be had. */
-static uint32_t call_node(hk_troot *r, uint32_t parent, uint32_t m)
+static uint32_t call_node(hk_troot *r, uint32_t parent, int parent_folded, uint32_t m)
 {
-    if (T.folding) {
-        const hk_tnode *up = &T.nodes[parent];
-        if (up->method == T.fold_method) return fold_leaf(r, parent, m); /* below a call kept in g itself */
-        if (fold_leaf_p(up)) return fold_leaf(r, up->parent, m);         /* below a folded call */
-    }
+    if (parent_folded == 2) return fold_leaf(r, parent, m);                /* below a call kept in g itself */
+    if (parent_folded == 1) return fold_leaf(r, T.nodes[parent].parent, m); /* below a folded call */
     uint32_t node = child_node(r, parent, m, T.max_paths);
     if (node != NO_NODE || T.nnodes < T.max_paths) return node; /* found, made, or out of memory */
     uint32_t f = fold_method();
@@ -200,15 +191,31 @@ static uint32_t call_node(hk_troot *r, uint32_t parent, uint32_t m)
     return g == NO_NODE ? NO_NODE : fold_leaf(r, g, m);
 }
 
+/* method m's bit in a frame's fold_bloom */
+static inline uint64_t method_bit(uint32_t m) { return (uint64_t)1 << ((m * 0x9e3779b1u) >> 26); }
+
+/* what a call with node n is for fold_count: 0 kept, 1 a [folded] leaf, 2 the [folded] node */
+static inline int folded_kind(uint32_t n)
+{
+    if (!T.folding) return 0;
+    return T.nodes[n].method == T.fold_method ? 2 : fold_leaf_p(&T.nodes[n]) ? 1 : 0;
+}
+
 /* the (caller, callee) entry of the fold edges, made when new; NULL when out of memory */
 static hk_tfold *fold_entry(uint32_t caller, uint32_t callee)
 {
+    uint32_t *slot = &T.fold_cache[(caller * 0x9e3779b1u ^ callee) & (HK_FOLD_CACHE - 1)];
+    if (*slot && T.folds[*slot - 1].caller == caller && T.folds[*slot - 1].callee == callee) return &T.folds[*slot - 1];
     uint64_t key = ((uint64_t)caller << 32) | callee;
     uint32_t i;
-    if (hk_u64_map_get(&T.fold_index, key, &i)) return &T.folds[i];
+    if (hk_u64_map_get(&T.fold_index, key, &i)) {
+        *slot = i + 1;
+        return &T.folds[i];
+    }
     if (hk_array_grow((void **)&T.folds, &T.folds_cap, T.nfolds + 1, sizeof(*T.folds)) < 0 ||
         hk_u64_map_put(&T.fold_index, key, (uint32_t)T.nfolds) < 0)
         return NULL;
+    *slot = (uint32_t)T.nfolds + 1;
     hk_tfold *e = &T.folds[T.nfolds++];
     memset(e, 0, sizeof(*e));
     e->caller = caller;
@@ -221,20 +228,29 @@ static hk_tfold *fold_entry(uint32_t caller, uint32_t callee)
  * is), 0 at the root; it is outer when no counted frame below runs its method. Below the
  * folded frames on top of the stack lie the kept ones, its kept ancestor's path, which a leaf
  * has looked at once (on_kept_path): only the folded frames are walked, until the method is
- * found. A call kept in a [folded] node itself (past the hard limit) walks them all. */
+ * found, and not even those when the caller's fold_bloom says the method is not among them.
+ * A call kept in a [folded] node itself (past the hard limit) walks them all. */
 static void fold_count(const hk_tcontext *c, const hk_tframe *f, int64_t total, int64_t wait_total)
 {
-    const hk_tnode *leaf = fold_leaf_p(&T.nodes[f->node]) ? &T.nodes[f->node] : NULL;
+    const hk_tnode *leaf = f->folded == 1 ? &T.nodes[f->node] : NULL;
     uint32_t caller = 0;
     int outer = 1, found = 0;
-    for (size_t j = c->depth; j-- > 0;) {
+    size_t top = c->depth;
+    while (top > 0 && !c->stack[top - 1].counted) top--;
+    if (leaf && (top == 0 || !(c->stack[top - 1].fold_bloom & method_bit(f->method)))) {
+        caller = top ? c->stack[top - 1].method : 0;
+        outer = !leaf->on_kept_path;
+        top = 0; /* nothing to walk */
+        found = 1;
+    }
+    for (size_t j = top; j-- > 0;) {
         const hk_tframe *b = &c->stack[j];
         if (!b->counted) continue;
         if (!found) {
             caller = b->method;
             found = 1;
         }
-        if (leaf && !folded_p(b->node)) {
+        if (leaf && !b->folded) {
             outer = !leaf->on_kept_path;
             break;
         }
@@ -354,16 +370,21 @@ static void on_call(hk_tcontext *c, uint32_t m, int64_t now)
         return;
     }
     hk_troot *r = &T.roots[c->root];
-    uint32_t parent = c->depth ? c->stack[c->depth - 1].node : r->node;
+    const hk_tframe *up = c->depth ? &c->stack[c->depth - 1] : NULL;
+    uint32_t parent = up ? up->node : r->node;
+    int parent_folded = up ? up->folded : 0; /* an excluded frame carries its caller's node and kind */
     hk_tframe *f = &c->stack[c->depth++];
-    *f = (hk_tframe){parent, m, 0, now, 0, 0, 0};
+    uint64_t bloom = up ? up->fold_bloom : 0;
+    *f = (hk_tframe){parent, m, 0, parent_folded, now, 0, 0, 0, bloom};
     if (T.paused || T.methods[m].excluded) return; /* transparent: its time stays with the caller */
-    uint32_t node = call_node(r, parent, m);
+    uint32_t node = call_node(r, parent, parent_folded, m);
     if (node == NO_NODE) { T.dropped++; return; }
     T.nodes[node].calls++;
     T.calls++;
     f->node = node;
     f->counted = 1;
+    f->folded = parent_folded || node >= T.max_paths ? folded_kind(node) : 0;
+    if (f->folded) f->fold_bloom = bloom | method_bit(m);
 }
 
 static void pop_frame(hk_tcontext *c, int64_t now)
@@ -380,7 +401,7 @@ static void pop_frame(hk_tcontext *c, int64_t now)
             parent->child += total;
             parent->wait_below += wait_total;
         }
-        if (T.folding && folded_p(f.node)) fold_count(c, &f, total, wait_total);
+        if (f.folded) fold_count(c, &f, total, wait_total);
     } else if (parent) {
         parent->child += f.child;
         parent->wait += f.wait;

@@ -77,10 +77,12 @@ typedef struct hk_tnode {
 typedef struct hk_tframe {
     uint32_t node, method;
     int counted;   /* 0: excluded method or called while paused — time goes to the caller */
+    int folded;    /* past the budget: 1 its node is a [folded] leaf, 2 the [folded] node itself */
     int64_t start; /* measure at call */
     int64_t child; /* totals of counted callees returned so far */
     int64_t wait;  /* switched-out time while this frame was on top */
     int64_t wait_below; /* the wait of its counted callees' subtrees (a folded call's figures) */
+    uint64_t fold_bloom; /* a folded call: a bit per method of the folded frames up to this one */
 } hk_tframe;
 
 typedef struct hk_tcontext {

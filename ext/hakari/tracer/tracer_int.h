@@ -10,6 +10,7 @@
 
 #define HK_METHOD_CACHE 1024 /* direct-mapped, power of two */
 #define HK_CHILD_CACHE 4096  /* (parent, method) -> node, direct-mapped in front of the map */
+#define HK_FOLD_CACHE 1024   /* (caller, callee) -> 1 + fold edge, direct-mapped in front of its map */
 
 typedef struct hk_child_cache_entry { uint32_t parent, method, node; } hk_child_cache_entry;
 
@@ -85,6 +86,7 @@ typedef struct hk_tracer {
     uint32_t fold_method;             /* the [folded] pseudo-method's index, 0 until folding */
     hk_tfold *folds; size_t nfolds, folds_cap;
     hk_u64_map fold_index;            /* (caller << 32 | callee) -> index in folds */
+    uint32_t fold_cache[HK_FOLD_CACHE];
     uint64_t folds_lost;              /* folded calls with no room for their pair: in no fold edge */
     /* allocations: true (tracer_allocs.c) */
     int in_event;                     /* the event hook runs: what it allocates is hakari's */
