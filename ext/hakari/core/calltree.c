@@ -225,7 +225,7 @@ static int add_fold_edges(builder *b, hk_u64_map *index)
     const hk_profile *p = b->p;
     for (size_t i = 0; ct->fold_func && i < p->nfold_edges; i++) {
         const hk_fold_edge *fe = &p->fold_edges[i];
-        if (fe->callee == 0 || fe->callee > p->nlocations || fe->caller > p->nlocations) continue;
+        if (!hk_fold_edge_ok(p, fe)) continue;
         uint32_t callee = hk_profile_loc(p, fe->callee)->function_id;
         uint32_t caller = fe->caller ? hk_profile_loc(p, fe->caller)->function_id : 0;
         hk_ct_method *m = &ct->methods[callee - 1];

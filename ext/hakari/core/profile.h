@@ -191,5 +191,10 @@ typedef struct hk_fold_edge {
 } hk_fold_edge;
 /* 0, or -1 (oom set) */
 int hk_profile_add_fold_edge(hk_profile *p, const hk_fold_edge *e);
+/* whether e's locations are p's (a callee, and a caller or 0): readers skip one that is not */
+static inline int hk_fold_edge_ok(const hk_profile *p, const hk_fold_edge *e)
+{
+    return e->callee != 0 && e->callee <= p->nlocations && e->caller <= p->nlocations;
+}
 
 #endif

@@ -240,7 +240,7 @@ static int collect_fold_edges(enc *e, hk_u64_map *index)
     const hk_profile *p = e->p;
     for (size_t i = 0; e->ct->fold_func && i < p->nfold_edges; i++) {
         const hk_fold_edge *fe = &p->fold_edges[i];
-        if (fe->callee == 0 || fe->callee > p->nlocations || fe->caller > p->nlocations) continue;
+        if (!hk_fold_edge_ok(p, fe)) continue;
         cost *k = site_cost(e, fe->callee);
         k->self = hk_add_sat(k->self, fe->self);
         k->wait = hk_add_sat(k->wait, fe->wait);

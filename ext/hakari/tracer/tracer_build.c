@@ -182,8 +182,10 @@ static void add_fold_edges(const hk_tracer *t, hk_profile *p, const uint32_t *lo
     for (size_t i = 0; i < t->nfolds; i++) {
         const hk_tfold *f = &t->folds[i];
 #define SCALED(v) ((int64_t)((double)(v) * scale))
-        hk_fold_edge e = {f->caller ? loc_of[f->caller] : 0, loc_of[f->callee], (int64_t)f->calls, SCALED(f->self), SCALED(f->wait), (int64_t)f->outer_calls,
-                          SCALED(f->total), SCALED(f->outer_self), SCALED(f->outer_wait), SCALED(f->outer_wait_total)};
+        hk_fold_edge e = {f->caller ? loc_of[f->caller] : 0, loc_of[f->callee],
+                          (int64_t)f->calls, SCALED(f->self), SCALED(f->wait),
+                          (int64_t)f->outer_calls, SCALED(f->total), SCALED(f->outer_self),
+                          SCALED(f->outer_wait), SCALED(f->outer_wait_total)};
 #undef SCALED
         hk_profile_add_fold_edge(p, &e);
     }
