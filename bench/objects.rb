@@ -5,15 +5,17 @@
 #
 # Part 1, ground truth: methods that allocate known numbers of objects of known classes (on the
 # main thread and on two others), profiled in object mode at interval 1 and at the default
-# interval. Each (method, class) count is compared with the truth: exact at interval 1, within
-# 2 % at the default. stackprof's object mode at the same intervals beside it (by method; it
-# records no class). The bytes (each object's heap slot) against the slot ObjectSpace.dump reports
+# interval, and at the default interval with watch windows (WATCH). Each (method, class) count
+# is compared with the truth: exact at interval 1, within 2 % at the default. stackprof's object
+# mode at the same intervals beside it (by method; it records no class). Then phases of a few
+# thousand objects, where watch windows blur neighbours (short_phases). The bytes (each object's heap slot) against the slot ObjectSpace.dump reports
 # for an object of each kind (3.2+; on 3.1 every slot is GC::INTERNAL_CONSTANTS[:RVALUE_SIZE]).
 #
 # Part 2, overhead: kramdown on a 200-section document (it allocates about a million objects a
 # second), unprofiled and under each setup once per round in a shuffled order, in one process:
 # the slowdown of each against the unprofiled run of the same round (median, IQR and the
-# median's 95 % CI). Target: the default interval within 5 %.
+# median's 95 % CI). Target: within 5 % at the default interval: met with watch windows
+# (WATCH), not by the hook on all the time (watch 1, the default).
 #
 # Part 3, retained mode: methods that keep a known share of what they allocate (a quarter of
 # 200 000 arrays, a third of 90 000 hashes, none of 300 000 strings) under retained mode at
@@ -32,6 +34,7 @@ require_relative "paired_stats"
 include PairedStats
 
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "41"))
+WATCH = 0.2 # watch windows: the NEWOBJ hook on for a fifth of the objects (README, "Where objects are allocated")
 PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2,3").split(",").map { Integer(_1) }
 LANE = "Ruby #{RUBY_DESCRIPTION[/\A\S+ \S+/]}#{defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? ' +YJIT' : ''}"
 
@@ -86,18 +89,43 @@ def error(got, truth) = format("%+.2f%%", 100.0 * (got - truth) / truth)
 def part1
   puts "\n1. ground truth: #{TRUTH.values.sum + 50_000} objects in 4 methods (#{LANE})"
   WORK.call
-  [1, Hakari::DEFAULT_INTERVAL].each do |interval|
-    profile = Hakari.start(mode: :object, interval: interval) { WORK.call }
+  [[1, 1], [Hakari::DEFAULT_INTERVAL, 1], [Hakari::DEFAULT_INTERVAL, WATCH]].each do |interval, watch|
+    profile = Hakari.start(mode: :object, interval: interval, watch: watch) { WORK.call }
     got = hakari_counts(profile)
-    sp = StackProf.run(mode: :object, interval: interval, raw: true) { WORK.call }
-    sp_got = stackprof_counts(sp, interval)
-    puts format("  interval %-4d hakari: %s; dropped %d", interval,
+    puts format("  interval %-4d watch %-4s hakari: %s; dropped %d", interval, watch,
                 TRUTH.map { |(m, k), t| "#{m} #{k} #{got[[m, k]][0]} (#{error(got[[m, k]][0], t)})" }.join(", "),
                 profile.counters[:dropped_count])
     puts format("  %-13s bytes:  %s", "", TRUTH.map { |(m, k), t|
       "#{m} #{got[[m, k]][1]} (#{error(got[[m, k]][1], t * SLOT[k])}, #{SLOT[k]} a slot)"
     }.join(", "))
+    next unless watch == 1
+
+    sp = StackProf.run(mode: :object, interval: interval, raw: true) { WORK.call }
+    sp_got = stackprof_counts(sp, interval)
     puts format("  %-13s stackprof: %s", "", TRUTH.map { |(m, _), t| "#{m} #{sp_got[m]} (#{error(sp_got[m], t)})" }.join(", "))
+  end
+  short_phases
+end
+
+# Watch windows blur phases shorter than a few windows' cycles (about a thousand objects each)
+# with their neighbours: ten rounds of phases of 3 000 to 30 000 objects, a thread's and a
+# fiber's among them, at watch 1 and WATCH, three runs each.
+SHORT = -> { 10.times { Allocs.strings(30_000); Allocs.arrays(20_000); Allocs.hashes(10_000); Allocs.threaded(2_000); Fiber.new { Allocs.hashes(3_000) }.resume } }
+SHORT_TRUTH = { %w[Allocs.strings String] => 300_000, %w[Allocs.arrays Array] => 240_000, %w[Allocs.hashes Hash] => 130_000 }.freeze
+
+def short_phases
+  SHORT.call
+  [1, WATCH].each do |watch|
+    runs = 3.times.map do
+      profile = Hakari.start(mode: :object, watch: watch) { SHORT.call }
+      sets = profile[:label_sets]
+      SHORT_TRUTH.to_h do |(method, klass), truth|
+        rows = profile[:samples].select { |row| row[0].any? { _1[0] == method } && sets[row.last][:class] == klass }
+        [method, error(rows.sum { _1[1] }, truth)]
+      end
+    end
+    puts format("  short phases, watch %-4s %s", watch,
+                SHORT_TRUTH.keys.map { |(m, k)| "#{m} #{k} #{runs.map { _1[m] }.join(' ')}" }.join(", "))
   end
 end
 
@@ -105,6 +133,7 @@ DOC = (1..200).map { |i| "## Part #{i}\n\nSome *text*, `code` and a [link](http:
 SETUPS = {
   "unprofiled" => nil,
   "hakari object, interval #{Hakari::DEFAULT_INTERVAL}" => -> { Hakari.start(mode: :object) },
+  "hakari object, interval #{Hakari::DEFAULT_INTERVAL}, watch #{WATCH}" => -> { Hakari.start(mode: :object, watch: WATCH) },
   "hakari object, interval 1" => -> { Hakari.start(mode: :object, interval: 1) },
   "stackprof object, interval #{Hakari::DEFAULT_INTERVAL}" => -> { StackProf.start(mode: :object, interval: Hakari::DEFAULT_INTERVAL, raw: true) },
   "stackprof object, interval 1" => -> { StackProf.start(mode: :object, interval: 1, raw: true) },

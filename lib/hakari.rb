@@ -17,6 +17,8 @@ module Hakari
   # objects per sample: mode: :object's, and mode: :retained's (every object)
   DEFAULT_INTERVAL = 100
   DEFAULT_RETAINED_INTERVAL = 1
+  # mode: :object's share of the objects Ruby's NEWOBJ hook watches (1 at interval: 1, which counts every one)
+  DEFAULT_WATCH = 0.2
   DEFAULT_MAX_DEPTH = 1024
 
   # A finished (or snapshot) profile: the C model with its counters.
@@ -44,7 +46,7 @@ module Hakari
     # (measure:, exclude:, threads:, …).
     # fork: :stop (a forked child does not profile) or :inherit (each child profiles into its own
     # file: Hakari::Forks). every:, output_dir:, keep:, signal: continuous snapshots (Hakari::Snapshots).
-    def start(mode: :cpu, frequency: nil, interval: nil, output: nil, format: nil, aggregate: true,
+    def start(mode: :cpu, frequency: nil, interval: nil, watch: nil, output: nil, format: nil, aggregate: true,
               verbose: false, max_depth: DEFAULT_MAX_DEPTH, synthesize: nil, fork: :stop,
               every: nil, output_dir: nil, keep: nil, signal: nil, **trace_options, &block)
       fmt = output ? resolve_format(output, format) : check_format(format)
@@ -58,7 +60,7 @@ module Hakari
 
       if mode == :trace || mode == "trace"
         raise ArgumentError, "synthesize: applies to the sampling modes (tracing sees every call)" unless synthesize.nil?
-        raise ArgumentError, "frequency: and interval: apply to sampling modes (tracing sees every call)" if frequency || interval
+        raise ArgumentError, "frequency:, interval: and watch: apply to sampling modes (tracing sees every call)" if frequency || interval || watch
         raise ArgumentError, "fork: :inherit applies to mode: :cpu and :wall" if fork == :inherit
         raise ArgumentError, "every: applies to mode: :cpu and :wall (a trace is built once, at stop)" if snapshots
         # the session is made before the trace starts: its Hash is hakari's, not the program's
@@ -71,7 +73,7 @@ module Hakari
         end
       else
         reject_trace_options(mode, trace_options)
-        sampler = sampler_settings(mode, frequency, interval, aggregate, max_depth, synthesize)
+        sampler = sampler_settings(mode, frequency, interval, watch, aggregate, max_depth, synthesize)
         raise ArgumentError, "every: does not apply to mode: :retained (its profile is taken at stop)" if snapshots && sampler[0].to_s == "retained"
         Native.start(*sampler)
         RactorHook.check_running
@@ -176,13 +178,16 @@ module Hakari
 
     # Native.start's arguments: each mode's default for what it takes; what it does not take is
     # passed on as given, for the engine to refuse by name
-    def sampler_settings(mode, frequency, interval, aggregate, max_depth, synthesize)
+    def sampler_settings(mode, frequency, interval, watch, aggregate, max_depth, synthesize)
       synthesize = true if synthesize.nil?
-      if %w[object retained].include?(mode.to_s)
-        default = mode.to_s == "retained" ? DEFAULT_RETAINED_INTERVAL : DEFAULT_INTERVAL
-        [mode, frequency, aggregate, max_depth, synthesize, interval || default]
+      case mode.to_s
+      when "object"
+        interval ||= DEFAULT_INTERVAL
+        [mode, frequency, aggregate, max_depth, synthesize, interval, watch || (interval == 1 ? 1 : DEFAULT_WATCH)]
+      when "retained"
+        [mode, frequency, aggregate, max_depth, synthesize, interval || DEFAULT_RETAINED_INTERVAL, watch]
       else
-        [mode, frequency || DEFAULT_FREQUENCY, aggregate, max_depth, synthesize, interval]
+        [mode, frequency || DEFAULT_FREQUENCY, aggregate, max_depth, synthesize, interval, watch]
       end
     end
 

@@ -59,10 +59,20 @@ static int env_choice(const char *var, const char *const *accepted, int n)
     rb_raise(rb_eArgError, "invalid %s=%s (expected %" PRIsVALUE ", or unset)", var, v, list);
 }
 
-/* Native.start(mode, frequency, aggregate, max_depth, synthesize, interval) -> true; object mode
- * takes interval (objects per sample) and no frequency, the others a frequency and no interval */
+/* object mode's watch: a share of the time from 0.001 to 1, in thousandths */
+static int watch_option(VALUE watch)
+{
+    double w = RB_FLOAT_TYPE_P(watch) || RB_INTEGER_TYPE_P(watch) || RB_TYPE_P(watch, T_RATIONAL) ? NUM2DBL(watch) : -1;
+    if (!(w >= 0.001 && w <= 1))
+        rb_raise(rb_eArgError, "invalid watch %+" PRIsVALUE " (expected a share of the time from 0.001 to 1)", watch);
+    return (int)(w * HK_WATCH_ALL + 0.5);
+}
+
+/* Native.start(mode, frequency, aggregate, max_depth, synthesize, interval, watch) -> true; object
+ * mode takes interval (objects per sample) and watch, and no frequency; retained mode interval;
+ * the others a frequency */
 static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregate, VALUE max_depth, VALUE synthesize,
-                          VALUE interval)
+                          VALUE interval, VALUE watch)
 {
     hk_sampler_config cfg;
     long x;
@@ -73,6 +83,10 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
     else if (m == id_retained) cfg.mode = HK_MODE_RETAINED;
     else rb_raise(rb_eArgError, "unknown mode %+" PRIsVALUE " (expected :cpu, :wall, :object, :retained or :trace)", mode);
     cfg.frequency = cfg.interval = 0;
+    cfg.watch = HK_WATCH_ALL;
+    if (cfg.mode == HK_MODE_OBJECT && !NIL_P(watch)) cfg.watch = watch_option(watch);
+    if (cfg.mode == HK_MODE_RETAINED && !NIL_P(watch))
+        rb_raise(rb_eArgError, "watch: applies to mode: :object (retained mode follows every sampled object)");
     if (HK_MODE_COUNTS_OBJECTS(cfg.mode)) {
         if (!NIL_P(frequency))
             rb_raise(rb_eArgError, "frequency: applies to mode: :cpu and :wall (mode: :%s takes interval:)", rb_id2name(m));
@@ -81,6 +95,7 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
                      HK_MAX_INTERVAL);
         cfg.interval = (int)x;
     } else {
+        if (!NIL_P(watch)) rb_raise(rb_eArgError, "watch: applies to mode: :object");
         if (!NIL_P(interval))
             rb_raise(rb_eArgError, "interval: applies to mode: :object and :retained (mode: :%s takes frequency:)", rb_id2name(m));
         if (!hk_int_in(frequency, HK_MIN_FREQUENCY, HK_MAX_FREQUENCY, &x))
@@ -478,7 +493,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
 
     mHakari = rb_define_module("Hakari");
     mNative = rb_define_module_under(mHakari, "Native");
-    rb_define_module_function(mNative, "start", native_start, 6);
+    rb_define_module_function(mNative, "start", native_start, 7);
     rb_define_module_function(mNative, "stop", native_stop, -1);
     rb_define_module_function(mNative, "snapshot", native_snapshot, 1);
     rb_define_module_function(mNative, "running?", native_running_p, 0);

@@ -505,6 +505,7 @@ static VALUE profile_counters(VALUE self)
     VALUE h = rb_hash_new();
     static const ID *const mode_id[] = {&id_cpu, &id_wall, &id_object, &id_retained};
     SET(h, "mode", ID2SYM(*mode_id[st->mode]));
+    if (st->mode == HK_MODE_OBJECT) SET(h, "watch", DBL2NUM((double)st->watch / HK_WATCH_ALL));
     if (HK_MODE_COUNTS_OBJECTS(st->mode)) SET(h, "interval", INT2NUM(st->interval));
     else SET(h, "frequency", INT2NUM(st->frequency));
     SET(h, "aggregate", st->aggregate ? Qtrue : Qfalse);

@@ -54,6 +54,7 @@ module Hakari
       opts[:max_paths] = max_paths(env[S::ENV_MAX_PATHS]) if env[S::ENV_MAX_PATHS]
       opts[:frequency] = frequency(env[S::ENV_FREQUENCY]) if env[S::ENV_FREQUENCY]
       opts[:interval] = interval(env[S::ENV_INTERVAL]) if env[S::ENV_INTERVAL]
+      opts[:watch] = watch(env[S::ENV_WATCH]) if env[S::ENV_WATCH]
       opts[:verbose] = true if env[S::ENV_VERBOSE] == "1"
       opts[:synthesize] = synthesize(env[S::ENV_SYNTHESIZE]) if env[S::ENV_SYNTHESIZE]
       opts[:fork] = env[S::ENV_FORK].to_sym if env[S::ENV_FORK]
@@ -94,6 +95,13 @@ module Hakari
       return Integer(value, 10) if value.match?(/\A[0-9]+\z/)
 
       raise ArgumentError, "invalid #{S::ENV_INTERVAL} #{value.inspect} (expected an integer from 1 to #{Hakari::Native::MAX_INTERVAL})"
+    end
+
+    # a share of the time, or ArgumentError naming the variable and its value; Hakari.start checks the range
+    def watch(value)
+      return Float(value) if value.match?(/\A[0-9]*\.?[0-9]+\z/)
+
+      raise ArgumentError, "invalid #{S::ENV_WATCH} #{value.inspect} (expected a share of the time from 0.001 to 1)"
     end
 
     def start(env = ENV)

@@ -201,6 +201,7 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
     (void)data, (void)self, (void)mid, (void)klass;
     if (!S.running) return;
     if (HK_MODE_COUNTS_OBJECTS(S.cfg.mode)) { /* no time to account: an ended thread's record goes */
+        if ((ev & RUBY_EVENT_THREAD_END) && S.cfg.watch < HK_WATCH_ALL) hk_sampler_holder_thread_end(rb_thread_current());
         hk_thread *ended = ev & RUBY_EVENT_THREAD_END ? hk_sampler_thread_find(rb_thread_current()) : NULL;
         if (ended) hk_sampler_thread_retire(ended);
         return;
@@ -402,7 +403,8 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     if (timed) hk_states_start();
     hk_labels_start();
     hk_sampler_exits_start();
-    if (timed) hk_sampler_holder_start();
+    /* the worker flags the GVL's holder: at ticks, and for object mode's watch windows */
+    if (timed || cfg->watch < HK_WATCH_ALL) hk_sampler_holder_start();
     S.start_process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID); /* before the threads' own readings */
     S.mn = hk_mn_start();
     hk_sampler_threads_start();
@@ -445,6 +447,7 @@ static void fill_totals(hk_sampler_stats *st)
     st->mode = S.cfg.mode;
     st->frequency = S.cfg.frequency;
     st->interval = S.cfg.interval;
+    st->watch = S.cfg.watch;
     st->aggregate = S.cfg.aggregate;
     st->start_time_ns = S.start_real_ns;
     int64_t now = hk_clock_ns(CLOCK_MONOTONIC);
@@ -473,6 +476,7 @@ static void fill_totals(hk_sampler_stats *st)
     st->label_sets_dropped = hk_labels_dropped();
     st->ractors_started = S.ractors_started;
     st->object_count = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? hk_objects_allocated() : 0;
+    st->objects_watched = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? hk_objects_watched() : 0;
     st->retained_count = S.cfg.mode == HK_MODE_RETAINED ? S.sample_count : 0;
     st->timer_kind = S.cfg.mode == HK_MODE_OBJECT ? "NEWOBJ hook: a sample every interval objects, resolved by a worker thread"
                      : S.cfg.mode == HK_MODE_RETAINED ? "NEWOBJ and FREEOBJ hooks: every interval-th object followed until it is freed"
@@ -570,6 +574,7 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
      * takes the lock, so it is not held): neither the job nor the worker may
      * change the tables being read meanwhile */
     S.process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    uint64_t made = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? hk_objects_made() : 0;
     pthread_mutex_lock(&hk_resolve_lock);
     hk_resolve_rest_locked();
     S.building = 1;
@@ -585,6 +590,7 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
     pthread_mutex_lock(&hk_resolve_lock);
     S.building = 0;
     pthread_mutex_unlock(&hk_resolve_lock);
+    if (made) hk_objects_not_program(made); /* the build's objects are hakari's */
     return p;
 }
 

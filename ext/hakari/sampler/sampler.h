@@ -22,6 +22,7 @@ typedef enum { HK_CPU_CLOCK_PACED = 0, HK_CPU_CLOCK_PERF = 1 } hk_cpu_clock_choi
 #define HK_MIN_FREQUENCY 1
 #define HK_MAX_FREQUENCY 10000
 #define HK_MAX_INTERVAL 1000000000 /* object mode: objects per sample */
+#define HK_WATCH_ALL 1000 /* object mode's watch, in thousandths of the time: the hook always on */
 #define HK_DEFAULT_MAX_DEPTH 1024
 #define HK_MAX_MAX_DEPTH 65536
 
@@ -29,6 +30,7 @@ typedef struct hk_sampler_config {
     hk_mode mode;
     int frequency;      /* cpu and wall */
     int interval;       /* object and retained: a sample every `interval` objects */
+    int watch;          /* object mode: thousandths of the time the NEWOBJ hook is on (HK_WATCH_ALL: always) */
     int aggregate;
     int max_depth;
     hk_cpu_clock_choice cpu_clock;
@@ -57,13 +59,14 @@ typedef struct hk_sampler_config {
     X(process_cpu_ns, "cpu mode: the process's CPU up to the stop call, the worker's included")          \
     X(walk_mismatch_count, "HAKARI_STACK_WALK=verify: samples whose two walks differed")                  \
     X(object_count, "object and retained: objects allocated while profiling, by the threads of the main Ractor") \
+    X(objects_watched, "object mode: of them, those made while the NEWOBJ hook was on (watch:); samples are scaled by object_count / objects_watched") \
     X(retained_count, "retained: sampled objects still alive at stop, after a full GC")                       \
     X(ractors_started, "Ractors other than the main one started while profiling, or running at its start: their code is not sampled (cpu mode: their CPU is in [native threads])") \
     X(label_sets_dropped, "Hakari.label calls whose set could not be made (65 536 sets, 16 labels): labels kept as they were")
 
 typedef struct hk_sampler_stats {
     hk_mode mode;
-    int frequency, interval, aggregate;
+    int frequency, interval, watch, aggregate;
     int64_t start_time_ns; /* CLOCK_REALTIME at start (or the last clearing snapshot) */
     int64_t duration_ns;   /* monotonic, from there to stop or snapshot */
 #define HK_COUNTER_FIELD(name, what) uint64_t name;

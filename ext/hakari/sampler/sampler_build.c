@@ -103,9 +103,11 @@ static void add_comments(hk_profile *p, const hk_sampler_stats *st)
      * the counters' line is never cut */
     char line[2048];
     hk_profile_add_comment(p, "hakari " HK_VERSION);
-    if (HK_MODE_COUNTS_OBJECTS(st->mode))
-        snprintf(line, sizeof(line), "mode=%s interval=%d aggregate=%s", st->mode == HK_MODE_OBJECT ? "object" : "retained",
-                 st->interval, st->aggregate ? "true" : "false");
+    if (st->mode == HK_MODE_OBJECT)
+        snprintf(line, sizeof(line), "mode=object interval=%d watch=%d.%03d aggregate=%s", st->interval,
+                 st->watch / HK_WATCH_ALL, st->watch % HK_WATCH_ALL, st->aggregate ? "true" : "false");
+    else if (st->mode == HK_MODE_RETAINED)
+        snprintf(line, sizeof(line), "mode=retained interval=%d aggregate=%s", st->interval, st->aggregate ? "true" : "false");
     else
         snprintf(line, sizeof(line), "mode=%s frequency=%dHz aggregate=%s", st->mode == HK_MODE_CPU ? "cpu" : "wall",
                  st->frequency, st->aggregate ? "true" : "false");

@@ -350,6 +350,10 @@ int (*hk_sampler_gvl_free_fn(void))(void);
 void hk_sampler_holder_start(void);
 void hk_sampler_holder_stop(void);
 void hk_sampler_holder_ended(const void *vm_thread);
+/* object mode's watch windows, at th's end, on it: it is no longer the holder, and its Thread
+ * object stays marked until the worker, which counts its steps in trigger_count, can no longer
+ * be flagging it */
+void hk_sampler_holder_thread_end(VALUE th);
 /* at start: a record (and a baseline clock) for every live thread */
 void hk_sampler_threads_start(void);
 /* cpu mode, once its clock runs: each live thread's counter (HAKARI_CPU_CLOCK=perf) */
@@ -452,8 +456,16 @@ void hk_objects_retained_tally(void);
 void hk_objects_compact(void);
 /* ctx: fork child: the worker did not survive the fork */
 void hk_objects_forget(void);
-/* objects allocated since start (the hook's calls) */
+/* objects allocated since start: the hook's calls, or with watch windows Ruby's count less
+ * hakari's own; of them, those the hook saw (sampler_objects.c, "Watch windows") */
 uint64_t hk_objects_allocated(void);
+uint64_t hk_objects_watched(void);
+/* Ruby's count of allocated objects now (at the end: then), and: the objects made since that
+ * reading were hakari's own (a snapshot's build) */
+uint64_t hk_objects_made(void);
+void hk_objects_not_program(uint64_t since);
+/* the objects the hook sees per sample, on average (the interval, times watch) */
+long hk_objects_step(void);
 /* ctx: GC mark phase. The classes sampled objects had. */
 void hk_objects_mark(void);
 size_t hk_objects_memsize(void);

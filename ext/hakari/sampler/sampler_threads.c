@@ -86,6 +86,12 @@ static int keep_for_the_worker(VALUE thread)
     return 0;
 }
 
+void hk_sampler_holder_thread_end(VALUE th)
+{
+    hk_sampler_holder_ended(hk_stack_walk_thread_of(th));
+    keep_for_the_worker(th); /* out of memory: the worker's flag may come late, not into freed memory */
+}
+
 /* A thread that ended (its tail taken) leaves the threads the sampler walks
  * at every tick and the GC marks. A program that starts thread after thread
  * kept every Thread object it ever profiled alive until stop, with its

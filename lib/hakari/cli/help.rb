@@ -31,6 +31,9 @@ module Hakari
           -f, --frequency HZ    cpu and wall: samples per second, an integer from 1 to 10000 (default 1000)
           -i, --interval N      object: a sample every N allocated objects on average, 1 for every
                                 one (default 100); retained: every N-th object followed (default 1)
+          --watch SHARE         object: Ruby's NEWOBJ hook on for this share of the objects, in windows
+                                (0.001 to 1; default 0.2, 1 at -i 1): each sample also stands for
+                                the objects made while it was off; 1 watches every object
           --format FORMAT       pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope
                                 (default: from the -o extension)
           -v, --verbose         print sampling statistics to stderr

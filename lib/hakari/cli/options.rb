@@ -13,7 +13,7 @@ module Hakari
     # up front, so a bad value never gets as far as running the command.
     module Options
 
-      Parsed = Struct.new(:mode, :measure, :allocations, :max_paths, :frequency, :interval, :output, :format, :print,
+      Parsed = Struct.new(:mode, :measure, :allocations, :max_paths, :frequency, :interval, :watch, :output, :format, :print,
                           :verbose, :report, :no_synthesize, :fork, :every, :argv, keyword_init: true)
 
       module_function
@@ -55,6 +55,7 @@ module Hakari
         raise UsageError, "-f applies to -m cpu and -m wall (mode is #{o.mode}; -m #{o.mode} takes -i)" if o.frequency && %i[object retained].include?(o.mode)
         raise UsageError, "-f applies to -m cpu and -m wall (mode is #{o.mode})" if o.frequency && o.mode == :trace
         raise UsageError, "-i applies to -m object and -m retained (mode is #{o.mode})" if o.interval && !%i[object retained].include?(o.mode)
+        raise UsageError, "--watch applies to -m object (mode is #{o.mode})" if o.watch && o.mode != :object
       end
 
       # --every: -o names the directory the snapshots go to (made when missing)
@@ -104,6 +105,7 @@ module Hakari
         op.on("--max-paths N") { |v| o.max_paths = parse_max_paths(v) }
         op.on("-f", "--frequency HZ") { |v| o.frequency = parse_frequency(v) }
         op.on("-i", "--interval N") { |v| o.interval = parse_interval(v) }
+        op.on("--watch SHARE") { |v| o.watch = parse_watch(v) }
         op.on("-o", "--output PATH") { |v| o.output = v }
         op.on("--format FORMAT") { |v| o.format = choice("format", v, Hakari::FORMATS) }
         op.on("-v", "--verbose") { o.verbose = true }
@@ -143,6 +145,13 @@ module Hakari
         n = value.match?(/\A[0-9]+\z/) ? Integer(value, 10) : nil
         return n if n&.between?(1, Hakari::Native::MAX_INTERVAL)
         raise UsageError, "invalid interval #{value.inspect} (expected an integer from 1 to #{Hakari::Native::MAX_INTERVAL} objects)"
+      end
+
+      # object mode: the share of the time Ruby's NEWOBJ hook is on, 0.001 to 1
+      def parse_watch(value)
+        share = value.match?(/\A(?:0|1)(?:\.[0-9]+)?\z|\A\.[0-9]+\z/) ? Float(value) : nil
+        return share if share&.between?(0.001, 1)
+        raise UsageError, "invalid watch #{value.inspect} (expected a share of the time from 0.001 to 1, e.g. 0.2)"
       end
 
       # Checked before the command runs: finding out after a long run that the profile

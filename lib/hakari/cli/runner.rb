@@ -55,6 +55,7 @@ module Hakari
         env[Session::ENV_MAX_PATHS] = @o.max_paths.to_s if @o.max_paths
         env[Session::ENV_FREQUENCY] = @o.frequency.to_s if @o.frequency
         env[Session::ENV_INTERVAL] = @o.interval.to_s if @o.interval
+        env[Session::ENV_WATCH] = @o.watch.to_s if @o.watch
         env[Session::ENV_OUTPUT] = @o.output if @o.output
         env[Session::ENV_FORMAT] = @o.format.to_s if @o.format
         env[Session::ENV_VERBOSE] = "1" if @o.verbose

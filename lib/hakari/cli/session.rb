@@ -14,6 +14,7 @@ module Hakari
       ENV_MAX_PATHS = "HAKARI_MAX_PATHS"  # with trace: Hakari.start(max_paths: N)
       ENV_FREQUENCY = "HAKARI_FREQUENCY"  # Hz
       ENV_INTERVAL  = "HAKARI_INTERVAL"   # object mode: objects per sample
+      ENV_WATCH     = "HAKARI_WATCH"      # object mode: share of the time the NEWOBJ hook is on
       ENV_OUTPUT    = "HAKARI_OUTPUT"     # absolute path of the profile file; unset under a session = no file
       ENV_FORMAT    = "HAKARI_FORMAT"     # one of Hakari::FORMATS; unset = from the output's name
       ENV_VERBOSE   = "HAKARI_VERBOSE"    # 1 = Hakari.start(verbose: true)
@@ -22,8 +23,8 @@ module Hakari
       ENV_FORK      = "HAKARI_FORK"       # inherit = Hakari.start(fork: :inherit)
       ENV_EVERY     = "HAKARI_EVERY"      # seconds: snapshots every so often into the directory HAKARI_OUTPUT
       ENV_CLAIMED   = "HAKARI_CLAIMED"    # standalone only: pid of the process that profiles
-      ALL_ENV = [ENV_DIR, ENV_MODE, ENV_MEASURE, ENV_ALLOCATIONS, ENV_MAX_PATHS, ENV_FREQUENCY, ENV_INTERVAL, ENV_OUTPUT, ENV_FORMAT,
-                 ENV_VERBOSE, ENV_SYNTHESIZE, ENV_REPORT, ENV_CLAIMED, ENV_FORK, ENV_EVERY].freeze
+      ALL_ENV = [ENV_DIR, ENV_MODE, ENV_MEASURE, ENV_ALLOCATIONS, ENV_MAX_PATHS, ENV_FREQUENCY, ENV_INTERVAL, ENV_WATCH,
+                 ENV_OUTPUT, ENV_FORMAT, ENV_VERBOSE, ENV_SYNTHESIZE, ENV_REPORT, ENV_CLAIMED, ENV_FORK, ENV_EVERY].freeze
 
       CLAIM_FILE  = "claim"       # created O_EXCL by the first Ruby process; holds its pid
       RESULT_FILE = "result"      # "key<TAB>value" lines: counters, GC deltas, status

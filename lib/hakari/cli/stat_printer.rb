@@ -26,11 +26,17 @@ module Hakari
       def header
         how = case @o.mode
               when :trace then "#{@o.measure || :wall} measure"
-              when :object then "a sample every #{@o.interval || Hakari::DEFAULT_INTERVAL} objects"
+              when :object then object_rate
               when :retained then "every #{@o.interval || Hakari::DEFAULT_RETAINED_INTERVAL} objects followed"
               else "#{@o.frequency || Hakari::DEFAULT_FREQUENCY} Hz"
               end
         " Performance stats for '#{Shellwords.join(@o.argv)}' (#{@o.mode} mode, #{how}):"
+      end
+
+      def object_rate
+        interval = @o.interval || Hakari::DEFAULT_INTERVAL
+        watch = @o.watch || (interval == 1 ? 1 : Hakari::DEFAULT_WATCH)
+        "a sample every #{interval} objects#{", the hook watching #{(watch * 100).round(1)} % of them" if watch < 1}"
       end
 
       def command_lines
@@ -114,13 +120,23 @@ module Hakari
 
       # object mode: what the hook saw and the classes most allocated (the profile's samples)
       def object_lines(n)
-        lines = [row(int(n["object_count"]), "", "objects seen by the sampler (the main Ractor's threads)"),
+        seen = watched_line(n).empty? ? "objects seen by the sampler (the main Ractor's threads)" : "objects Ruby made while profiling (GC.stat)"
+        lines = [row(int(n["object_count"]), "", seen),
+                 *watched_line(n),
                  row(int(n["sample_count"]), "",
                      "samples, one every #{int(n["interval"])} objects on average (#{int(n["dropped_count"])} dropped)"),
                  row(int(n["object_bytes"]), "", "bytes of heap slots, from the samples (a string's or array's own buffer not counted)"),
                  row(pct(n["sampling_time_ns"], n["duration_ns"]), "%",
                      "profiler overhead in the hook's samples (#{ms(n["sampling_time_ns"])} ms in #{ms(n["duration_ns"])} ms)")]
         lines + class_lines("allocated")
+      end
+
+      # --watch: how many of the objects the hook saw, the samples standing for the rest too
+      def watched_line(n)
+        watched, all = n["objects_watched"].to_i, n["object_count"].to_i
+        return [] if watched.zero? || watched >= all
+
+        [row(int(watched), "", "of them made while the NEWOBJ hook was on (#{pct(watched, all)} %, --watch)")]
       end
 
       # retained mode: what was followed and what was still alive at stop, after a full GC
