@@ -574,7 +574,7 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
      * takes the lock, so it is not held): neither the job nor the worker may
      * change the tables being read meanwhile */
     S.process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-    uint64_t made = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? hk_objects_made() : 0;
+    uint64_t made = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? hk_watch_count_now() : 0;
     pthread_mutex_lock(&hk_resolve_lock);
     hk_resolve_rest_locked();
     S.building = 1;
@@ -590,7 +590,7 @@ hk_profile *hk_sampler_snapshot(int clear, hk_sampler_stats *stats)
     pthread_mutex_lock(&hk_resolve_lock);
     S.building = 0;
     pthread_mutex_unlock(&hk_resolve_lock);
-    if (made) hk_objects_not_program(made); /* the build's objects are hakari's */
+    if (made) hk_watch_not_program(made); /* the build's objects are hakari's */
     return p;
 }
 

@@ -457,18 +457,39 @@ void hk_objects_compact(void);
 /* ctx: fork child: the worker did not survive the fork */
 void hk_objects_forget(void);
 /* objects allocated since start: the hook's calls, or with watch windows Ruby's count less
- * hakari's own; of them, those the hook saw (sampler_objects.c, "Watch windows") */
+ * hakari's own; of them, those the hook saw */
 uint64_t hk_objects_allocated(void);
 uint64_t hk_objects_watched(void);
-/* Ruby's count of allocated objects now (at the end: then), and: the objects made since that
- * reading were hakari's own (a snapshot's build) */
-uint64_t hk_objects_made(void);
-void hk_objects_not_program(uint64_t since);
-/* the objects the hook sees per sample, on average (the interval, times watch) */
-long hk_objects_step(void);
 /* ctx: GC mark phase. The classes sampled objects had. */
 void hk_objects_mark(void);
 size_t hk_objects_memsize(void);
+
+/* ---- sampler_watch.c: object mode's watch windows (with the GVL, but where said) ------ */
+
+/* At object and retained modes' start, before `hook` (the NEWOBJ TracePoint, kept alive by the
+ * caller) is enabled: the windows for S.cfg.watch, none in retained mode or at HK_WATCH_ALL.
+ * stop: the hook goes off for good (the profile's time ends, or a Ractor starts on Ruby 3.1);
+ * forget: in a forked child. */
+void hk_watch_start(VALUE hook);
+void hk_watch_stop(void);
+void hk_watch_forget(void);
+/* ctx: the NEWOBJ hook. The object just made is in a window (1: it counts and may be sampled),
+ * or is a stretch's (0: only counted towards the next window's weight). */
+int hk_watch_object(void);
+/* the watched objects between samples, on average: the interval, times watch in windows */
+long hk_watch_step(void);
+/* ctx: the NEWOBJ hook. A sample's weight: the `step` watched objects it stands for and their
+ * share of the stretch before their window, whole (the fractions carried to the next). */
+int64_t hk_watch_weight(long step);
+/* ctx: the paced worker. Its step while windows turn, and how long to wait (-1: no windows). */
+long hk_watch_worker_step(void);
+/* Objects made since start: with windows, Ruby's count less hakari's own (no fewer than the
+ * `watched`); without, `watched`. */
+uint64_t hk_watch_made(uint64_t watched);
+/* Ruby's count of allocated objects now (after the end: then); and: the objects made since
+ * that reading were hakari's own (a snapshot's build) */
+uint64_t hk_watch_count_now(void);
+void hk_watch_not_program(uint64_t since);
 
 /* ---- sampler_build.c ----------------------------------------------------------- */
 

@@ -16,22 +16,8 @@
  * Ruby's NEWOBJ hooks belong to the Ractor that enables them: other Ractors' objects are not
  * seen (nor counted).
  *
- * Watch windows (object mode, watch: below 1): Ruby sends every allocation down its slow path
- * while any NEWOBJ hook is on, which costs an allocation-heavy program 15-25 % however seldom
- * the hook samples. So the hook is on only in windows of WATCH_CYCLE_OBJECTS * watch objects;
- * between them it is off for about the cycle's rest. Windows are measured in objects, not time
- * (the hook slows allocation, so a window in time would see fewer objects of a fast allocator
- * than of a slow one): the hook counts a window's objects and asks a postponed job to turn it
- * off at the last one (the hook can only change with the GVL); while it is off, the worker has
- * the job read Ruby's count of allocated objects (GC.stat's total_allocated_objects) when the
- * stretch should be nearly over, at the rate objects came, and the job turns the hook on for
- * the stretch's last objects, which the hook counts, so that every stretch has its drawn length.
- * In a window the hook samples every interval * watch objects, and each sample stands for its
- * share of the window and of the stretch before it: the stretch's objects are taken to be made
- * where the window's are, as they are within a phase of the program; a phase shorter than a
- * few cycles is blurred with its neighbours, and so is a window whose job waits for a thread
- * to start or end. The counts add up to Ruby's (but for the stretch after the last window)
- * whatever the program's rate of allocation.
+ * By default the hook is on only in windows, a share of the objects (sampler_watch.c): it asks
+ * hk_watch_object whether each object is watched, and a sample's weight is hk_watch_weight's.
  *
  * Retained mode follows each sampled object: its stack is resolved at once, in the hook (no
  * worker), as a stack with no weight, and the object goes into a table, object -> stack id,
@@ -49,20 +35,12 @@
 #include <string.h>
 
 #include <ruby/debug.h>
-#include <ruby/ractor.h>
 #include <ruby/version.h>
 
 #include "timer.h"
 #include "u64_map.h"
 
 #define RESOLVE_PERIOD_NS 10000000L
-#define WATCH_CYCLE_OBJECTS 1000 /* a window and the stretch before it, at least */
-/* While the hook is off, Ruby's count is read when the stretch should be over at the rate
- * allocation ran at, within these bounds */
-#define WATCH_CHECK_MIN_NS 20000L
-#define WATCH_CHECK_MAX_NS 200000L
-#define WATCH_WINDOW_STEP_NS 100000L
-#define WATCH_APPROACH_NS 50000L  /* the hook goes on this long before a stretch's end, by the rate */
 
 #ifdef HAVE_RB_OBJ_MEMSIZE_OF
 size_t rb_obj_memsize_of(VALUE obj); /* exported by libruby, declared in none of its public headers */
@@ -72,7 +50,7 @@ static struct {
     VALUE tracepoint;
     VALUE free_tracepoint; /* retained mode's FREEOBJ hook */
     long countdown;       /* objects until the next sample */
-    uint64_t allocated;   /* objects allocated while profiling */
+    uint64_t allocated;   /* objects the hook watched while profiling (all of them at watch 1) */
     uint64_t random;      /* xorshift state for the countdowns */
     int in_hook;          /* a sample is being taken: an allocation within it is not counted */
     int poked;            /* the worker was woken since its last step */
@@ -80,23 +58,6 @@ static struct {
     hk_u64_map live;      /* retained mode: a sampled object still alive -> its stack id */
     uint64_t untracked;   /* retained mode: sampled objects the table had no room for, or let go */
     int let_go;           /* retained mode: a Ractor started, objects are followed no more */
-    int hooks_off;        /* Ruby 3.1 with a Ractor started: the hook stays off */
-    /* watch windows (above); window is 0 when the hook watches all the time */
-    long window;          /* objects the hook watches in a window */
-    long window_left;     /* of them, still to come in this window (0: it is over) */
-    long approach;        /* objects the hook counts before its window starts: the stretch's last */
-    uint64_t over;        /* objects the hook saw after its window was over, before it went off */
-    volatile int watching; /* the hook is on: the job's, with the GVL; read by the worker */
-    uint64_t gc_off;      /* Ruby's count when the hook went off */
-    int64_t t_off;        /* and the time then (monotonic ns) */
-    double ns_per_object; /* how fast objects came while the hook was off, last measured */
-    volatile int64_t check_at; /* when the worker has the job read the count next */
-    long off_target;      /* objects to be made before the next window (drawn at each window's end) */
-    double window_weight; /* objects each watched object stands for, in this window */
-    double weight_carry;  /* the fraction the samples' integer weights left over */
-    uint64_t gc_base;     /* Ruby's count of allocated objects at start */
-    uint64_t gc_own;      /* of those made since, hakari's own (while building snapshots) */
-    uint64_t gc_end;      /* that count at the end of the profile's time (0: still running) */
 } O;
 
 /* The table index of an object's class: its real class (not a singleton's, nor an included
@@ -125,153 +86,12 @@ static uint32_t class_index(VALUE obj)
  * sample weighs the interval: counts are unbiased, and exact at interval 1). */
 static long next_countdown(void)
 {
-    long n = hk_objects_step(), spread = n >= 4 ? n / 4 : n > 1;
+    long n = hk_watch_step(), spread = n >= 4 ? n / 4 : n > 1;
     if (spread == 0) return n;
     O.random ^= O.random << 13;
     O.random ^= O.random >> 7;
     O.random ^= O.random << 17;
     return n - spread + (long)(O.random % (uint64_t)(2 * spread + 1));
-}
-
-/* Ruby's count of the objects it has allocated (every Ractor's) */
-static uint64_t gc_allocated(void)
-{
-    static VALUE key;
-    if (!key) key = ID2SYM(rb_intern("total_allocated_objects")); /* an interned Symbol: never freed */
-    return (uint64_t)rb_gc_stat(key);
-}
-
-/* The current Ractor is the main one: another's thread would turn its own Ractor's hook. */
-static int in_main_ractor(void) { return rb_ractor_stdout() == rb_stdout; }
-
-static void watch_job(void *arg);
-#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
-static rb_postponed_job_handle_t watch_handle;
-#endif
-
-/* ctx: any thread (the hook, the worker): the job is to run at the next interrupt check */
-static void trigger_watch_job(void)
-{
-#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
-    rb_postponed_job_trigger(watch_handle);
-#else
-    rb_postponed_job_register_one(0, watch_job, NULL);
-#endif
-}
-
-/* ctx: the worker. Ruby flags a context of its choosing, which may be a thread asleep in a
- * join while another runs (3.3+): the thread that holds the GVL is flagged too, as at ticks. */
-static void trigger_from_worker(void)
-{
-    trigger_watch_job();
-    const void *holder = __atomic_load_n(&S.holder, __ATOMIC_RELAXED);
-    if (holder) hk_stack_walk_flag_jobs(holder);
-}
-
-static uint64_t next_random(void)
-{
-    O.random ^= O.random << 13;
-    O.random ^= O.random >> 7;
-    O.random ^= O.random << 17;
-    return O.random;
-}
-
-/* ctx: GVL. The worker is to have the count read again when `left` more objects should have
- * been made, at the last measured rate. */
-static void schedule_check(int64_t now, uint64_t left, double ns_per_object)
-{
-    double eta = ns_per_object > 0 ? ns_per_object * (double)left : (double)WATCH_CHECK_MIN_NS;
-    long wait = eta < WATCH_CHECK_MIN_NS ? WATCH_CHECK_MIN_NS : eta > WATCH_CHECK_MAX_NS ? WATCH_CHECK_MAX_NS : (long)eta;
-    O.check_at = now + wait;
-    hk_timer_poke();
-}
-
-/* ctx: GVL (postponed job). A window that is over ends; a stretch long enough ends. */
-static void watch_job(void *arg)
-{
-    (void)arg;
-    if (!S.running || S.ended || !O.window || O.hooks_off || !O.tracepoint) return;
-    if (S.ractors_started && !in_main_ractor()) return; /* another Ractor's thread would turn its own hook */
-    if (O.watching) {
-        if (O.window_left > 0 || O.approach > 0) return;
-        rb_tracepoint_disable(O.tracepoint);
-        O.watching = 0;
-        O.gc_off = gc_allocated();
-        /* the stretch: the cycle's rest, give or take a quarter, so that windows fall at no
-         * fixed place in a program's own repeated work */
-        long rest = WATCH_CYCLE_OBJECTS - O.window, spread = rest / 4;
-        O.off_target = spread > 0 ? rest - spread + (long)(next_random() % (uint64_t)(2 * spread + 1)) : rest;
-        O.t_off = hk_clock_ns(CLOCK_MONOTONIC);
-        schedule_check(O.t_off, (uint64_t)O.off_target, O.ns_per_object);
-        return;
-    }
-    uint64_t made = gc_allocated() - O.gc_off + O.over;
-    int64_t now = hk_clock_ns(CLOCK_MONOTONIC);
-    /* the rate: the faster of this stretch's so far and the last one's, so that a pause (a GC,
-     * a thread starting) does not put the next read off while allocation resumes at speed */
-    double rate = made > 0 && now > O.t_off ? (double)(now - O.t_off) / (double)made : 0;
-    double ns_per_object = rate > 0 && (rate < O.ns_per_object || O.ns_per_object == 0) ? rate : O.ns_per_object;
-    uint64_t target = (uint64_t)O.off_target;
-    /* Objects likely made before another read could come: a stretch ends at its count exactly
-     * (its last ones counted by the hook, turned on before them) unless it has overrun already.
-     * Stretches of a fast allocator would otherwise overrun more than a slow one's, and a phase
-     * of the program after a fast one would be given more of that one's objects than it gives
-     * the phase after it. */
-    uint64_t soon = ns_per_object > 0 ? (uint64_t)((double)WATCH_APPROACH_NS / ns_per_object) : target;
-    if (made + soon < target) {
-        schedule_check(now, target - made, ns_per_object);
-        return;
-    }
-    if (made >= target) {
-        if (rate > 0) O.ns_per_object = rate;
-        O.approach = 0;
-    } else {
-        O.approach = (long)(target - made); /* the hook counts the stretch's last objects */
-        made = target;
-    }
-    /* each object this window watches stands for itself and its share of the stretch */
-    O.window_weight = (double)(made + (uint64_t)O.window) / (double)O.window;
-    O.over = 0;
-    O.window_left = O.approach ? 0 : O.window;
-    O.watching = 1;
-    rb_tracepoint_enable(O.tracepoint);
-}
-
-/* ctx: the worker. While the hook is off, the job reads Ruby's count when it is due (the job
- * sets the next time, and pokes the worker). */
-static long resolve_step(void)
-{
-    O.poked = 0;
-    if (!O.window) return RESOLVE_PERIOD_NS;
-    /* counted before any flagging: a thread that ends stays marked for two steps (sampler_threads.c) */
-    __atomic_add_fetch(&S.trigger_count, 1, __ATOMIC_RELAXED);
-    /* in a window, short steps all the same: the worker resolves for half of each, and the
-     * window's end must find it soon */
-    if (O.watching) {
-        /* a window over whose job has not run: the hook's trigger may have flagged a fiber that
-         * ended before its next interrupt check */
-        if (__atomic_load_n(&O.window_left, __ATOMIC_RELAXED) <= 0 && __atomic_load_n(&O.approach, __ATOMIC_RELAXED) <= 0)
-            trigger_from_worker();
-        return WATCH_WINDOW_STEP_NS;
-    }
-    int64_t now = hk_clock_ns(CLOCK_MONOTONIC), at = O.check_at;
-    if (now < at) return (long)(at - now);
-    O.check_at = now + WATCH_CHECK_MAX_NS; /* till the job says when */
-    trigger_from_worker();
-    /* soon again: the paced worker resolves for half the wait, which a poke does not cut short */
-    return WATCH_CHECK_MIN_NS;
-}
-
-/* A sample's weight: the objects it stands for (hk_objects_step in a window), whole, the
- * fractions carried to the next one. */
-static int64_t sample_weight(void)
-{
-    long step = hk_objects_step();
-    if (!O.window) return step;
-    double w = (double)step * O.window_weight + O.weight_carry;
-    int64_t whole = (int64_t)w;
-    O.weight_carry = w - (double)whole;
-    return whole;
 }
 
 /* The allocating thread's record (made at its first sample), or NULL when out of memory. */
@@ -312,7 +132,7 @@ static void take_object_sample(uint32_t klass, uint32_t bytes)
     }
     if (t->own) return; /* hakari's snapshot writer's objects are not the program's */
     sample_head *h = (sample_head *)at;
-    *h = (sample_head){.state = HK_TICK_RUNNING, .seq = t->seq, .weight = sample_weight(),
+    *h = (sample_head){.state = HK_TICK_RUNNING, .seq = t->seq, .weight = hk_watch_weight(hk_watch_step()),
                        .labels = HK_OBJECT_CONTEXT(hk_labels_of(t->thread), klass), .bytes = bytes};
     if (S.synth) {
         /* Made inside a specialized instruction's method (String#+ as opt_plus, which pushes
@@ -358,18 +178,7 @@ static void newobj_hook(VALUE tpval, void *data)
     (void)data;
     /* a snapshot's own allocations (S.building) are hakari's, not the program's */
     if (!S.running || S.building || O.in_hook) return;
-    if (O.window) { /* watch windows (above) */
-        if (O.approach > 0) { /* the stretch's last objects: the window starts after them */
-            if (--O.approach == 0) O.window_left = O.window;
-            return;
-        }
-        if (O.window_left <= 0) {
-            /* the window is over and its job has not run: the thread that allocates is asked */
-            if ((++O.over & 255) == 0) trigger_watch_job();
-            return;
-        }
-        if (--O.window_left == 0) trigger_watch_job();
-    }
+    if (!hk_watch_object()) return; /* made while its window waits to start or to end */
     O.allocated++;
     if (--O.countdown > 0) return;
     O.countdown = next_countdown();
@@ -387,41 +196,35 @@ static void newobj_hook(VALUE tpval, void *data)
     O.in_hook = 0;
 }
 
+/* ctx: the worker: its step while watch windows turn, else a rest till the next poke */
+static long resolve_step(void)
+{
+    O.poked = 0;
+    long wait = hk_watch_worker_step();
+    return wait >= 0 ? wait : RESOLVE_PERIOD_NS;
+}
+
 int hk_objects_start(char *err, size_t errlen)
 {
     hk_u64_map_clear(&O.index_of);
     S.nclasses = 0;
-    O.random = (uint64_t)hk_clock_ns(CLOCK_MONOTONIC) | 1;
-    O.countdown = next_countdown();
-    O.allocated = 0;
-    O.in_hook = O.poked = 0;
-    O.untracked = 0;
-    O.let_go = O.hooks_off = 0;
-    hk_u64_map_clear(&O.live);
-    int retained = S.cfg.mode == HK_MODE_RETAINED;
-    O.window = S.cfg.watch < HK_WATCH_ALL ? (long)WATCH_CYCLE_OBJECTS * S.cfg.watch / HK_WATCH_ALL : 0;
-    if (O.window < 1 && S.cfg.watch < HK_WATCH_ALL) O.window = 1;
-    /* the first window opens now, with no stretch before it */
-    O.watching = 1;
-    O.window_left = O.window;
-    O.approach = 0;
-    O.window_weight = 1.0;
-    O.weight_carry = 0;
-    O.over = 0;
-    O.ns_per_object = 0;
-    O.check_at = 0;
-    O.gc_base = gc_allocated();
-    O.gc_own = O.gc_end = 0;
-#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
-    if (O.window && !watch_handle) watch_handle = rb_postponed_job_preregister(0, watch_job, NULL);
-#endif
-    if (!retained && hk_timer_start_paced(resolve_step, err, errlen) < 0) return -1;
     if (!O.tracepoint) {
         O.tracepoint = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_NEWOBJ, newobj_hook, NULL);
         rb_gc_register_mark_object(O.tracepoint);
         O.free_tracepoint = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_FREEOBJ, freeobj_hook, NULL);
         rb_gc_register_mark_object(O.free_tracepoint);
     }
+    /* the windows first: the countdown and the worker's first step follow them */
+    hk_watch_start(O.tracepoint);
+    O.random = (uint64_t)hk_clock_ns(CLOCK_MONOTONIC) | 1;
+    O.countdown = next_countdown();
+    O.allocated = 0;
+    O.in_hook = O.poked = 0;
+    O.untracked = 0;
+    O.let_go = 0;
+    hk_u64_map_clear(&O.live);
+    int retained = S.cfg.mode == HK_MODE_RETAINED;
+    if (!retained && hk_timer_start_paced(resolve_step, err, errlen) < 0) return -1;
     if (retained) rb_tracepoint_enable(O.free_tracepoint);
     rb_tracepoint_enable(O.tracepoint);
     return 0;
@@ -429,16 +232,13 @@ int hk_objects_start(char *err, size_t errlen)
 
 void hk_objects_stop(void)
 {
-    O.gc_end = gc_allocated();
-    if (O.tracepoint && O.watching) rb_tracepoint_disable(O.tracepoint);
-    O.watching = 0;
+    hk_watch_stop();
     if (S.cfg.mode != HK_MODE_RETAINED) hk_timer_stop();
 }
 
 void hk_objects_forget(void)
 {
-    if (O.tracepoint && O.watching) rb_tracepoint_disable(O.tracepoint);
-    O.watching = 0;
+    hk_watch_forget();
     if (O.free_tracepoint) rb_tracepoint_disable(O.free_tracepoint);
     hk_u64_map_clear(&O.live);
     if (S.cfg.mode != HK_MODE_RETAINED) hk_timer_forget();
@@ -474,9 +274,7 @@ int hk_sampler_ractor_starting(int starting, long n)
     }
 #if RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR < 2
     if (!starting) return HK_RACTOR_LET_GO;
-    if (O.watching) rb_tracepoint_disable(O.tracepoint);
-    O.watching = 0;
-    O.hooks_off = 1;
+    hk_watch_stop();
     rb_tracepoint_disable(O.free_tracepoint);
     return HK_RACTOR_HOOKS_OFF;
 #else
@@ -531,29 +329,9 @@ void hk_objects_compact(void)
     O.live = moved;
 }
 
-uint64_t hk_objects_allocated(void)
-{
-    if (!O.window) return O.allocated;
-    uint64_t now = O.gc_end ? O.gc_end : gc_allocated(), made = now - O.gc_base - O.gc_own;
-    return made > O.allocated ? made : O.allocated;
-}
+uint64_t hk_objects_allocated(void) { return hk_watch_made(O.allocated); }
 
 uint64_t hk_objects_watched(void) { return O.allocated; }
-
-uint64_t hk_objects_made(void) { return O.gc_end ? O.gc_end : gc_allocated(); }
-
-void hk_objects_not_program(uint64_t since)
-{
-    uint64_t now = gc_allocated();
-    if (now > since) O.gc_own += now - since;
-}
-
-long hk_objects_step(void)
-{
-    if (!O.window) return S.cfg.interval;
-    long step = (long)((double)S.cfg.interval * S.cfg.watch / HK_WATCH_ALL + 0.5);
-    return step > 0 ? step : 1;
-}
 
 void hk_objects_mark(void)
 {
