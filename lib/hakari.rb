@@ -17,8 +17,9 @@ module Hakari
   # objects per sample: mode: :object's, and mode: :retained's (every object)
   DEFAULT_INTERVAL = 100
   DEFAULT_RETAINED_INTERVAL = 1
-  # mode: :object's share of the objects Ruby's NEWOBJ hook watches (1 at interval: 1, which counts every one)
-  DEFAULT_WATCH = 0.2
+  # mode: :object's share of the objects Ruby's NEWOBJ hook watches: every one (watch windows, below 1,
+  # are asked for: they blur short phases of the program)
+  DEFAULT_WATCH = 1
   DEFAULT_MAX_DEPTH = 1024
 
   # A finished (or snapshot) profile: the C model with its counters.
@@ -182,8 +183,7 @@ module Hakari
       synthesize = true if synthesize.nil?
       case mode.to_s
       when "object"
-        interval ||= DEFAULT_INTERVAL
-        [mode, frequency, aggregate, max_depth, synthesize, interval, watch || (interval == 1 ? 1 : DEFAULT_WATCH)]
+        [mode, frequency, aggregate, max_depth, synthesize, interval || DEFAULT_INTERVAL, watch || DEFAULT_WATCH]
       when "retained"
         [mode, frequency, aggregate, max_depth, synthesize, interval || DEFAULT_RETAINED_INTERVAL, watch]
       else

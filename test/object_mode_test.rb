@@ -38,6 +38,14 @@ class ObjectModeTest < Minitest::Test
     Hakari.stop if Hakari.running?
   end
 
+  # a GC at every allocation for the block
+  def under_gc_stress
+    GC.stress = true
+    yield
+  ensure
+    GC.stress = false
+  end
+
   # objects of class `klass` in samples whose stack holds a frame labelled `frame` (root: at its root)
   def objects(profile, frame, klass, root: false)
     sets = profile[:label_sets]
@@ -140,11 +148,11 @@ class ObjectModeTest < Minitest::Test
     end
   end
 
-  # with the hook on all the time (watch: 1): the default's watch windows blur phases of a few
-  # thousand objects with their neighbours (bench/objects.rb's short phases print by how much)
+  # with the hook on all the time (the default): watch windows blur phases of a few thousand
+  # objects with their neighbours (bench/objects.rb's short phases print by how much)
   def test_a_larger_interval_keeps_the_shares_within_two_percent
     Allocs.all
-    profile = Hakari.start(mode: :object, interval: 37, watch: 1) { 10.times { Allocs.all } }
+    profile = Hakari.start(mode: :object, interval: 37) { 10.times { Allocs.all } }
     assert_equal 37, profile.counters[:interval]
     # about 1 800 samples for the hashes: their count's standard error is about 0.5 %
     { ["ObjectModeTest::Allocs.strings", "String"] => 300_000, ["ObjectModeTest::Allocs.arrays", "Array"] => 240_000,
@@ -154,13 +162,13 @@ class ObjectModeTest < Minitest::Test
     end
   end
 
-  # The default watch (0.2): the hook on for a fifth of the objects, in windows; each sample
-  # stands for its window's objects and the stretch before it, counted by Ruby. Phases of 100 000 objects and
+  # watch: 0.2: the hook on for a fifth of the objects, in windows; each sample stands for its
+  # window's objects and the stretch before it, counted by Ruby. Phases of 100 000 objects and
   # more keep their counts within 3 % (the bench's ground truth: within 2 % at 50 000 and more);
   # every object is in the total, and the hook saw about a fifth of them.
   def test_watch_windows_count_every_phase_from_a_fifth_of_the_objects
     Allocs.all
-    profile = Hakari.start(mode: :object) do
+    profile = Hakari.start(mode: :object, watch: 0.2) do
       Allocs.strings(300_000)
       Allocs.arrays(200_000)
       Allocs.hashes(100_000)
@@ -191,12 +199,7 @@ class ObjectModeTest < Minitest::Test
       GC.compact if GC.respond_to?(:compact)
       Allocs.in_thread(5_000)
       Allocs.in_fiber(5_000)
-      GC.stress = true
-      begin
-        Allocs.strings(2_000)
-      ensure
-        GC.stress = false
-      end
+      under_gc_stress { Allocs.strings(2_000) }
       Allocs.hashes(20_000)
     end
     c = profile.counters
@@ -222,12 +225,7 @@ class ObjectModeTest < Minitest::Test
       Allocs.arrays(2_000)
       GC.compact if GC.respond_to?(:compact)
       Allocs.hashes(1_000)
-      GC.stress = true
-      begin
-        Allocs.strings(300)
-      ensure
-        GC.stress = false
-      end
+      under_gc_stress { Allocs.strings(300) }
       GC.start
     end
     assert_equal 2_000, objects(profile, "ObjectModeTest::Allocs.arrays", "Array")
@@ -314,13 +312,21 @@ class ObjectModeTest < Minitest::Test
       _, out, st = Open3.capture3(RbConfig.ruby, "-I#{ENGINE_LIB}", "#{ROOT}/exe/hakari", "stat", "-m", "object",
                                   RbConfig.ruby, script) # stat prints on stderr, as perf stat does
       assert st.success?, out
-      assert_match(/\(object mode, a sample every 100 objects, the hook watching 20.0 % of them\):/, out)
-      assert_match(/^\s+1\d\d,\d\d\d\s+objects Ruby made while profiling \(GC.stat\)/, out)
-      assert_match(/^\s+\d+,\d\d\d\s+of them made while the NEWOBJ hook was on \(\d+\.\d %, --watch\)/, out)
+      assert_match(/\(object mode, a sample every 100 objects\):/, out)
+      assert_match(/^\s+1\d\d,\d\d\d\s+objects seen by the sampler/, out)
       # 100 000 two-element arrays, each in a 40-byte slot, and a few other objects
       slots = out[/^\s+([\d,]+)\s+bytes of heap slots, from the samples/, 1].delete(",").to_i
       assert_in_delta 4_000_000, slots, 200_000, out
       assert_match(/ Most allocated classes \(objects, from the samples\):\n\s+\d+,\d\d\d\s+Array\n/, out)
+      # watch windows: Ruby's own count, and the share the hook saw
+      _, out, st = Open3.capture3(RbConfig.ruby, "-I#{ENGINE_LIB}", "#{ROOT}/exe/hakari", "stat", "-m", "object",
+                                  "--watch", "0.2", RbConfig.ruby, script)
+      assert st.success?, out
+      assert_match(/\(object mode, a sample every 100 objects, the hook watching 20.0 % of them\):/, out)
+      assert_match(/^\s+1\d\d,\d\d\d\s+objects Ruby made while profiling \(GC.stat\)/, out)
+      watched = out[/^\s+([\d,]+)\s+of them made while the NEWOBJ hook was on \(\d+\.\d %, --watch\)/, 1]
+      assert watched, out
+      assert_operator watched.delete(",").to_i, :<, 50_000, out
     end
   end
 end

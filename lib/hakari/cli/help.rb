@@ -32,8 +32,8 @@ module Hakari
           -i, --interval N      object: a sample every N allocated objects on average, 1 for every
                                 one (default 100); retained: every N-th object followed (default 1)
           --watch SHARE         object: Ruby's NEWOBJ hook on for this share of the objects, in windows
-                                (0.001 to 1; default 0.2, 1 at -i 1): each sample also stands for
-                                the objects made while it was off; 1 watches every object
+                                (0.001 to 1, default 1: every object): 0.2 about halves object mode's
+                                cost, each sample also standing for the objects made while it was off
           --format FORMAT       pprof, collapsed, text, flat, graph, callgrind, dot, html or speedscope
                                 (default: from the -o extension)
           -v, --verbose         print sampling statistics to stderr

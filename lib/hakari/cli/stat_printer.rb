@@ -35,7 +35,7 @@ module Hakari
 
       def object_rate
         interval = @o.interval || Hakari::DEFAULT_INTERVAL
-        watch = @o.watch || (interval == 1 ? 1 : Hakari::DEFAULT_WATCH)
+        watch = @o.watch || Hakari::DEFAULT_WATCH
         "a sample every #{interval} objects#{", the hook watching #{(watch * 100).round(1)} % of them" if watch < 1}"
       end
 
