@@ -16,8 +16,9 @@
  * Ruby's NEWOBJ hooks belong to the Ractor that enables them: other Ractors' objects are not
  * seen (nor counted).
  *
- * By default the hook is on only in windows, a share of the objects (sampler_watch.c): it asks
- * hk_watch_object whether each object is watched, and a sample's weight is hk_watch_weight's.
+ * With watch: below 1 the hook is on only in windows, a share of the objects (sampler_watch.c):
+ * it asks hk_watch_object whether each object is watched, and a sample's weight is
+ * hk_watch_weight's.
  *
  * Retained mode follows each sampled object: its stack is resolved at once, in the hook (no
  * worker), as a stack with no weight, and the object goes into a table, object -> stack id,

@@ -89,7 +89,9 @@ static int keep_for_the_worker(VALUE thread)
 void hk_sampler_holder_thread_end(VALUE th)
 {
     hk_sampler_holder_ended(hk_stack_walk_thread_of(th));
-    keep_for_the_worker(th); /* out of memory: the worker's flag may come late, not into freed memory */
+    /* out of memory it is not kept: a flag the worker began before this end could then land in a
+     * struct the GC frees, within two of its steps; the time modes' retire keeps the record instead */
+    keep_for_the_worker(th);
 }
 
 /* A thread that ended (its tail taken) leaves the threads the sampler walks
