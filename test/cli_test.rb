@@ -384,7 +384,7 @@ class CLITest < Minitest::Test
     ["record", "-f", " 100"] => /invalid frequency " 100"/,
     %w[record -m object -i 0] => /invalid interval "0" \(expected an integer from 1 to 1000000000 objects\)/,
     %w[record -i 10] => /-i applies to -m object and -m retained \(mode is cpu\)/,
-    %w[record -m object --watch 0] => /invalid watch "0" \(expected a share of the time from 0.001 to 1, e.g. 0.2\)/,
+    %w[record -m object --watch 0] => /invalid watch "0" \(expected a share of the objects from 0.001 to 1, e.g. 0.2\)/,
     %w[record -m object --watch 1.5] => /invalid watch "1.5"/,
     %w[record -m object --watch x] => /invalid watch "x"/,
     %w[record -m retained --watch 0.5] => /--watch applies to -m object \(mode is retained\)/,

@@ -282,9 +282,9 @@ class ObjectModeTest < Minitest::Test
     e = assert_raises(ArgumentError) { Hakari.start(mode: :cpu, interval: 10) }
     assert_match(/interval: applies to mode: :object/, e.message)
     e = assert_raises(ArgumentError) { Hakari.start(mode: :object, watch: 0) }
-    assert_equal "invalid watch 0 (expected a share of the time from 0.001 to 1)", e.message
+    assert_equal "invalid watch 0 (expected a share of the objects from 0.001 to 1)", e.message
     e = assert_raises(ArgumentError) { Hakari.start(mode: :object, watch: 1.5) }
-    assert_equal "invalid watch 1.5 (expected a share of the time from 0.001 to 1)", e.message
+    assert_equal "invalid watch 1.5 (expected a share of the objects from 0.001 to 1)", e.message
     e = assert_raises(ArgumentError) { Hakari.start(mode: :object, watch: "0.2") }
     assert_match(/invalid watch "0.2"/, e.message)
     e = assert_raises(ArgumentError) { Hakari.start(mode: :cpu, watch: 0.2) }

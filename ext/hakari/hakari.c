@@ -59,12 +59,12 @@ static int env_choice(const char *var, const char *const *accepted, int n)
     rb_raise(rb_eArgError, "invalid %s=%s (expected %" PRIsVALUE ", or unset)", var, v, list);
 }
 
-/* object mode's watch: a share of the time from 0.001 to 1, in thousandths */
+/* object mode's watch: a share of the objects from 0.001 to 1, in thousandths */
 static int watch_option(VALUE watch)
 {
     double w = RB_FLOAT_TYPE_P(watch) || RB_INTEGER_TYPE_P(watch) || RB_TYPE_P(watch, T_RATIONAL) ? NUM2DBL(watch) : -1;
     if (!(w >= 0.001 && w <= 1))
-        rb_raise(rb_eArgError, "invalid watch %+" PRIsVALUE " (expected a share of the time from 0.001 to 1)", watch);
+        rb_raise(rb_eArgError, "invalid watch %+" PRIsVALUE " (expected a share of the objects from 0.001 to 1)", watch);
     return (int)(w * HK_WATCH_ALL + 0.5);
 }
 

@@ -97,11 +97,11 @@ module Hakari
       raise ArgumentError, "invalid #{S::ENV_INTERVAL} #{value.inspect} (expected an integer from 1 to #{Hakari::Native::MAX_INTERVAL})"
     end
 
-    # a share of the time, or ArgumentError naming the variable and its value; Hakari.start checks the range
+    # a share of the objects, or ArgumentError naming the variable and its value; Hakari.start checks the range
     def watch(value)
       return Float(value) if value.match?(/\A[0-9]*\.?[0-9]+\z/)
 
-      raise ArgumentError, "invalid #{S::ENV_WATCH} #{value.inspect} (expected a share of the time from 0.001 to 1)"
+      raise ArgumentError, "invalid #{S::ENV_WATCH} #{value.inspect} (expected a share of the objects from 0.001 to 1)"
     end
 
     def start(env = ENV)

@@ -147,11 +147,11 @@ module Hakari
         raise UsageError, "invalid interval #{value.inspect} (expected an integer from 1 to #{Hakari::Native::MAX_INTERVAL} objects)"
       end
 
-      # object mode: the share of the time Ruby's NEWOBJ hook is on, 0.001 to 1
+      # object mode: the share of the objects Ruby's NEWOBJ hook watches, 0.001 to 1
       def parse_watch(value)
         share = value.match?(/\A(?:0|1)(?:\.[0-9]+)?\z|\A\.[0-9]+\z/) ? Float(value) : nil
         return share if share&.between?(0.001, 1)
-        raise UsageError, "invalid watch #{value.inspect} (expected a share of the time from 0.001 to 1, e.g. 0.2)"
+        raise UsageError, "invalid watch #{value.inspect} (expected a share of the objects from 0.001 to 1, e.g. 0.2)"
       end
 
       # Checked before the command runs: finding out after a long run that the profile

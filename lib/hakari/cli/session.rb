@@ -14,7 +14,7 @@ module Hakari
       ENV_MAX_PATHS = "HAKARI_MAX_PATHS"  # with trace: Hakari.start(max_paths: N)
       ENV_FREQUENCY = "HAKARI_FREQUENCY"  # Hz
       ENV_INTERVAL  = "HAKARI_INTERVAL"   # object mode: objects per sample
-      ENV_WATCH     = "HAKARI_WATCH"      # object mode: share of the time the NEWOBJ hook is on
+      ENV_WATCH     = "HAKARI_WATCH"      # object mode: share of the objects the NEWOBJ hook watches
       ENV_OUTPUT    = "HAKARI_OUTPUT"     # absolute path of the profile file; unset under a session = no file
       ENV_FORMAT    = "HAKARI_FORMAT"     # one of Hakari::FORMATS; unset = from the output's name
       ENV_VERBOSE   = "HAKARI_VERBOSE"    # 1 = Hakari.start(verbose: true)
