@@ -486,8 +486,9 @@ long hk_watch_worker_step(void);
 /* Objects made since start: with windows, Ruby's count less hakari's own (no fewer than the
  * `watched`); without, `watched`. */
 uint64_t hk_watch_made(uint64_t watched);
-/* Ruby's count of allocated objects now (after the end: then); and: the objects made since
- * that reading were hakari's own (a snapshot's build) */
+/* the program's count of allocated objects now (after the end: then): Ruby's, less what a GC
+ * or a snapshot added; and: the objects made since that reading were hakari's own (a
+ * snapshot's build) */
 uint64_t hk_watch_count_now(void);
 void hk_watch_not_program(uint64_t since);
 

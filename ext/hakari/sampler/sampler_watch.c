@@ -8,7 +8,7 @@
  * time would see fewer objects of a fast allocator than of a slow one): the hook counts a
  * window's objects and asks a postponed job to turn it off at the last one (the hook can only
  * change with the GVL); while it is off, the worker has the job read Ruby's count of allocated
- * objects (GC.stat's total_allocated_objects, exact at every allocation) when the stretch should
+ * objects (GC.stat's total_allocated_objects, exact at every allocation, less what a GC adds) when the stretch should
  * be nearly over, at the rate objects came, and the job turns the hook on for the stretch's last
  * objects, which the hook counts, so that every stretch has its drawn length: a window after a
  * fast stretch would otherwise stand for more of the phase before it than one after a slow one.
@@ -28,7 +28,19 @@
 #include <ruby/debug.h>
 #include <ruby/ractor.h>
 
+#include <ruby/version.h>
+
 #include "timer.h"
+
+/* Ruby 3.4 counts each object a compaction moves as allocated (GC.compact, or every major GC
+ * with GC.auto_compact): a stretch with a compaction in it would stand for hundreds of
+ * thousands of objects the program never made. So what Ruby's count grows by inside a GC is
+ * left out, read by a hook at the GC's entry and exit. Before 3.2 any hook on the GC's events
+ * sends every allocation down the slow path (sampler_states.c), and 3.1 counts no moves: no
+ * hook there. */
+#if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 2)
+#define WATCH_GC_HOOK 1
+#endif
 
 #define WATCH_CYCLE_OBJECTS 1000 /* a window and the stretch before it, at least */
 /* While the hook is off, Ruby's count is read when the stretch should be over at the rate
@@ -56,9 +68,11 @@ static struct {
     double window_weight; /* objects each watched object stands for, in this window */
     double weight_carry;  /* the fraction the samples' integer weights left over */
     uint64_t random;      /* xorshift state for the stretches */
-    uint64_t gc_base;     /* Ruby's count of allocated objects at start */
-    uint64_t gc_own;      /* of those made since, hakari's own (while building snapshots) */
-    uint64_t gc_end;      /* that count at the end of the profile's time (0: still running) */
+    uint64_t gc_base;     /* the program's count of objects (program_count) at start */
+    uint64_t not_program; /* of Ruby's count since start, not the program's: hakari's snapshots, GCs' moves */
+    uint64_t gc_end;      /* program_count at the end of the profile's time (0: still running) */
+    VALUE gc_hook;        /* the GC's entry and exit (WATCH_GC_HOOK), marked by Ruby */
+    uint64_t gc_entered;  /* Ruby's count as the GC began, 0: not in one */
 } W;
 
 /* Ruby's count of the objects it has allocated (every Ractor's) */
@@ -67,6 +81,40 @@ static uint64_t gc_allocated(void)
     static VALUE key;
     if (!key) key = ID2SYM(rb_intern("total_allocated_objects")); /* an interned Symbol: never freed */
     return (uint64_t)rb_gc_stat(key);
+}
+
+/* Ruby's count less what was not the program's since start */
+static uint64_t program_count(void) { return gc_allocated() - W.not_program; }
+
+#ifdef WATCH_GC_HOOK
+/* ctx: GVL, inside the GC (no allocation): the count read at entry and exit, the growth between
+ * them set aside. Reading it allocates nothing (the stat's Symbols exist since start). */
+static void gc_hook(VALUE tpval, void *data)
+{
+    (void)data;
+    rb_event_flag_t ev = rb_tracearg_event_flag(rb_tracearg_from_tracepoint(tpval));
+    if (ev == RUBY_INTERNAL_EVENT_GC_ENTER) {
+        W.gc_entered = gc_allocated();
+    } else if (W.gc_entered) {
+        uint64_t now = gc_allocated();
+        if (now > W.gc_entered) W.not_program += now - W.gc_entered;
+        W.gc_entered = 0;
+    }
+}
+#endif
+
+static void gc_hook_enable(int on)
+{
+#ifdef WATCH_GC_HOOK
+    if (on && !W.gc_hook) {
+        W.gc_hook = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_GC_ENTER | RUBY_INTERNAL_EVENT_GC_EXIT, gc_hook, NULL);
+        rb_gc_register_mark_object(W.gc_hook);
+    }
+    W.gc_entered = 0;
+    if (W.gc_hook) (on ? rb_tracepoint_enable : rb_tracepoint_disable)(W.gc_hook);
+#else
+    (void)on;
+#endif
 }
 
 /* The current Ractor is the main one: another's thread would turn its own Ractor's hook. */
@@ -128,7 +176,7 @@ static void end_window(void)
 {
     rb_tracepoint_disable(W.hook);
     __atomic_store_n(&W.watching, 0, __ATOMIC_RELAXED);
-    W.gc_off = gc_allocated();
+    W.gc_off = program_count();
     long rest = WATCH_CYCLE_OBJECTS - W.window, spread = rest / 4;
     W.off_target = spread > 0 ? rest - spread + (long)(next_random() % (uint64_t)(2 * spread + 1)) : rest;
     W.t_off = hk_clock_ns(CLOCK_MONOTONIC);
@@ -145,7 +193,7 @@ static void watch_job(void *arg)
         if (W.window_left <= 0 && W.approach <= 0) end_window();
         return;
     }
-    uint64_t made = gc_allocated() - W.gc_off + W.over;
+    uint64_t made = program_count() - W.gc_off + W.over;
     int64_t now = hk_clock_ns(CLOCK_MONOTONIC);
     /* the rate: the faster of this stretch's so far and the last one's, so that a pause (a GC,
      * a thread starting) does not put the next read off while allocation resumes at speed */
@@ -192,8 +240,9 @@ void hk_watch_start(VALUE hook)
     W.ns_per_object = 0;
     W.check_at = W.step_due = 0;
     W.random = (uint64_t)hk_clock_ns(CLOCK_MONOTONIC) | 1;
-    W.gc_base = gc_allocated();
-    W.gc_own = W.gc_end = 0;
+    W.not_program = W.gc_end = 0;
+    W.gc_base = program_count();
+    gc_hook_enable(W.window > 0);
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     if (W.window && !watch_handle) watch_handle = rb_postponed_job_preregister(0, watch_job, NULL);
 #endif
@@ -201,10 +250,11 @@ void hk_watch_start(VALUE hook)
 
 void hk_watch_stop(void)
 {
-    if (!W.stopped) W.gc_end = gc_allocated();
+    if (!W.stopped) W.gc_end = program_count();
     W.stopped = 1;
     if (W.hook && W.watching) rb_tracepoint_disable(W.hook);
     W.watching = 0;
+    gc_hook_enable(0);
 }
 
 void hk_watch_forget(void)
@@ -212,6 +262,7 @@ void hk_watch_forget(void)
     if (W.hook && W.watching) rb_tracepoint_disable(W.hook);
     W.watching = 0;
     W.stopped = 1;
+    gc_hook_enable(0);
 }
 
 int hk_watch_object(void)
@@ -277,14 +328,14 @@ long hk_watch_worker_step(void)
 uint64_t hk_watch_made(uint64_t watched)
 {
     if (!W.window) return watched;
-    uint64_t now = W.gc_end ? W.gc_end : gc_allocated(), made = now - W.gc_base - W.gc_own;
+    uint64_t now = W.gc_end ? W.gc_end : program_count(), made = now - W.gc_base;
     return made > watched ? made : watched;
 }
 
-uint64_t hk_watch_count_now(void) { return W.gc_end ? W.gc_end : gc_allocated(); }
+uint64_t hk_watch_count_now(void) { return W.gc_end ? W.gc_end : program_count(); }
 
 void hk_watch_not_program(uint64_t since)
 {
-    uint64_t now = gc_allocated();
-    if (now > since) W.gc_own += now - since;
+    uint64_t now = program_count();
+    if (now > since) W.not_program += now - since;
 }
