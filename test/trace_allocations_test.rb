@@ -115,6 +115,24 @@ class TraceAllocationsTest < Minitest::Test
     end
   end
 
+  # Ruby 3.4 counts each object a compaction moves as allocated: measure: :allocations leaves out
+  # what Ruby's count grows by inside a GC, or GC.compact was charged ~100 000 objects here
+  def test_the_allocations_measure_charges_no_moved_objects_to_a_compaction
+    w = AllocationsWorkload.new
+    kept = Array.new(100_000) { |i| [Object.new, "s" * (i % 90), { a: i }] }.flatten.each_slice(2).map(&:first)
+    GC.start
+    profile = Hakari.start(mode: :trace, measure: :allocations) do
+      w.arrays(300)
+      GC.compact
+      w.arrays(300)
+    end
+    moved = GC.latest_compact_info[:moved].values.sum
+    assert_operator moved, :>, 50_000, "the compaction moved #{moved} of #{kept.size} kept objects"
+    rows = profile.methods_table.to_h { [_1[:name], _1] }
+    assert_operator rows["GC.compact"][:self], :<, 100
+    assert_equal 600, rows["AllocationsWorkload#arrays"][:self]
+  end
+
   def test_reports_and_pprof_show_them
     profile = run_workload
     flat = profile.encode(:flat)

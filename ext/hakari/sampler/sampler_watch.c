@@ -28,19 +28,8 @@
 #include <ruby/debug.h>
 #include <ruby/ractor.h>
 
-#include <ruby/version.h>
-
+#include "allocated_count.h"
 #include "timer.h"
-
-/* Ruby 3.4 counts each object a compaction moves as allocated (GC.compact, or every major GC
- * with GC.auto_compact): a stretch with a compaction in it would stand for hundreds of
- * thousands of objects the program never made. So what Ruby's count grows by inside a GC is
- * left out, read by a hook at the GC's entry and exit. Before 3.2 any hook on the GC's events
- * sends every allocation down the slow path (sampler_states.c), and 3.1 counts no moves: no
- * hook there. */
-#if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 2)
-#define WATCH_GC_HOOK 1
-#endif
 
 #define WATCH_CYCLE_OBJECTS 1000 /* a window and the stretch before it, at least */
 /* While the hook is off, Ruby's count is read when the stretch should be over at the rate
@@ -69,52 +58,20 @@ static struct {
     double weight_carry;  /* the fraction the samples' integer weights left over */
     uint64_t random;      /* xorshift state for the stretches */
     uint64_t gc_base;     /* the program's count of objects (program_count) at start */
-    uint64_t not_program; /* of Ruby's count since start, not the program's: hakari's snapshots, GCs' moves */
+    uint64_t not_program; /* of the count since start, hakari's own (while building snapshots) */
     uint64_t gc_end;      /* program_count at the end of the profile's time (0: still running) */
-    VALUE gc_hook;        /* the GC's entry and exit (WATCH_GC_HOOK), marked by Ruby */
-    uint64_t gc_entered;  /* Ruby's count as the GC began, 0: not in one */
+    int counting;         /* hk_allocated_count_begin was called, its end not yet */
 } W;
 
-/* Ruby's count of the objects it has allocated (every Ractor's) */
-static uint64_t gc_allocated(void)
-{
-    static VALUE key;
-    if (!key) key = ID2SYM(rb_intern("total_allocated_objects")); /* an interned Symbol: never freed */
-    return (uint64_t)rb_gc_stat(key);
-}
+/* the objects allocated (every Ractor's, less what a GC added: allocated_count.h), less
+ * hakari's own since start */
+static uint64_t program_count(void) { return hk_allocated_count() - W.not_program; }
 
-/* Ruby's count less what was not the program's since start */
-static uint64_t program_count(void) { return gc_allocated() - W.not_program; }
-
-#ifdef WATCH_GC_HOOK
-/* ctx: GVL, inside the GC (no allocation): the count read at entry and exit, the growth between
- * them set aside. Reading it allocates nothing (the stat's Symbols exist since start). */
-static void gc_hook(VALUE tpval, void *data)
+static void counting(int on)
 {
-    (void)data;
-    rb_event_flag_t ev = rb_tracearg_event_flag(rb_tracearg_from_tracepoint(tpval));
-    if (ev == RUBY_INTERNAL_EVENT_GC_ENTER) {
-        W.gc_entered = gc_allocated();
-    } else if (W.gc_entered) {
-        uint64_t now = gc_allocated();
-        if (now > W.gc_entered) W.not_program += now - W.gc_entered;
-        W.gc_entered = 0;
-    }
-}
-#endif
-
-static void gc_hook_enable(int on)
-{
-#ifdef WATCH_GC_HOOK
-    if (on && !W.gc_hook) {
-        W.gc_hook = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_GC_ENTER | RUBY_INTERNAL_EVENT_GC_EXIT, gc_hook, NULL);
-        rb_gc_register_mark_object(W.gc_hook);
-    }
-    W.gc_entered = 0;
-    if (W.gc_hook) (on ? rb_tracepoint_enable : rb_tracepoint_disable)(W.gc_hook);
-#else
-    (void)on;
-#endif
+    if (on == W.counting) return;
+    W.counting = on;
+    (on ? hk_allocated_count_begin : hk_allocated_count_end)();
 }
 
 /* The current Ractor is the main one: another's thread would turn its own Ractor's hook. */
@@ -242,7 +199,7 @@ void hk_watch_start(VALUE hook)
     W.random = (uint64_t)hk_clock_ns(CLOCK_MONOTONIC) | 1;
     W.not_program = W.gc_end = 0;
     W.gc_base = program_count();
-    gc_hook_enable(W.window > 0);
+    counting(W.window > 0);
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     if (W.window && !watch_handle) watch_handle = rb_postponed_job_preregister(0, watch_job, NULL);
 #endif
@@ -254,7 +211,7 @@ void hk_watch_stop(void)
     W.stopped = 1;
     if (W.hook && W.watching) rb_tracepoint_disable(W.hook);
     W.watching = 0;
-    gc_hook_enable(0);
+    counting(0);
 }
 
 void hk_watch_forget(void)
@@ -262,7 +219,7 @@ void hk_watch_forget(void)
     if (W.hook && W.watching) rb_tracepoint_disable(W.hook);
     W.watching = 0;
     W.stopped = 1;
-    gc_hook_enable(0);
+    counting(0);
 }
 
 int hk_watch_object(void)

@@ -21,13 +21,16 @@
 
 #include <ruby/debug.h>
 
+#include "allocated_count.h"
 #include "stack_walk.h"
 #include "tracer_int.h"
 
 hk_tracer hk_the_tracer;
 #define T hk_the_tracer
 
-static VALUE sym_total_allocated_objects;
+/* the allocations measure's hook on the GC (allocated_count.h) is on: kept across free_state,
+ * and across a fork, whose child inherits it on */
+static int counting_allocations;
 
 /* The context current on this native thread, valid while gen matches the
  * session's and its thread is the current one: a thread's events then find
@@ -47,7 +50,7 @@ static inline int64_t read_measure(const hk_tcontext *c)
     if (T.use_tsc) return (int64_t)hk_tsc();
     switch (T.cfg.measure) {
     case HK_MEASURE_CPU: return hk_clock_ns(c->cpu_clock);
-    case HK_MEASURE_ALLOCATIONS: return (int64_t)rb_gc_stat(sym_total_allocated_objects);
+    case HK_MEASURE_ALLOCATIONS: return (int64_t)hk_allocated_count();
     default: return hk_clock_ns(CLOCK_MONOTONIC);
     }
 }
@@ -547,6 +550,13 @@ static void trace_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE
 
 /* ---- lifecycle ------------------------------------------------------------- */
 
+static void count_allocations(int on)
+{
+    if (on == counting_allocations) return;
+    counting_allocations = on;
+    (on ? hk_allocated_count_begin : hk_allocated_count_end)();
+}
+
 static void free_state(void)
 {
     for (size_t i = 0; i < T.ncontexts; i++) {
@@ -606,6 +616,7 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
     }
     if (cfg->allocations) newobj_start();
     else newobj_stop(); /* one a fork's child inherited enabled */
+    count_allocations(cfg->measure == HK_MEASURE_ALLOCATIONS);
     T.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     T.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     T.use_tsc = cfg->measure == HK_MEASURE_WALL && hk_tsc_usable();
@@ -620,6 +631,7 @@ int hk_tracer_start(const hk_tracer_config *cfg, char *err, size_t errlen)
         rb_remove_event_hook(trace_hook);
         rb_remove_event_hook(fiber_switch_hook);
         newobj_stop();
+        count_allocations(0);
         goto oom;
     }
     switch_context(c);
@@ -678,6 +690,7 @@ hk_profile *hk_tracer_stop(hk_tracer_stats *stats)
         if (c->switched_out_at >= 0 && c->depth) c->stack[c->depth - 1].wait += now - c->switched_out_at;
         while (c->depth) pop_frame(c, now);
     }
+    count_allocations(0);
     T.running = 0;
     session_gen++;
     fill_stats(stats);
@@ -762,7 +775,6 @@ static void atfork_child(void)
 
 void hk_tracer_init(void)
 {
-    sym_total_allocated_objects = ID2SYM(rb_intern("total_allocated_objects"));
     T.cfg.exclude = T.cfg.threads = T.cfg.exclude_threads = Qnil;
     pthread_atfork(NULL, NULL, atfork_child);
 }

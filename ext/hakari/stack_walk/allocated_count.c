@@ -1,0 +1,69 @@
+/* allocated_count.c — Ruby's count of allocated objects, less what a GC adds to it
+ * (allocated_count.h). */
+#include "allocated_count.h"
+
+#include <ruby/ruby.h>
+#include <ruby/debug.h>
+#include <ruby/version.h>
+
+/* A behaviour of the GC, not an API: the version says it (sampler_states.c does the same). */
+#if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 2)
+#define HK_COUNT_GC_HOOK 1
+#endif
+
+static struct {
+    VALUE key;           /* :total_allocated_objects, an interned Symbol: never freed */
+    int readers;         /* hk_allocated_count_begin less _end */
+    uint64_t in_gc;      /* what Ruby's count grew by inside GCs while the hook was on */
+    uint64_t entered;    /* Ruby's count as the current GC began; 0: not in one */
+#ifdef HK_COUNT_GC_HOOK
+    VALUE hook;          /* the TracePoint on the GC's entry and exit, marked by Ruby */
+#endif
+} C;
+
+static uint64_t ruby_count(void)
+{
+    if (!C.key) C.key = ID2SYM(rb_intern("total_allocated_objects"));
+    return (uint64_t)rb_gc_stat(C.key);
+}
+
+#ifdef HK_COUNT_GC_HOOK
+/* ctx: GVL, inside the GC: nothing may be allocated, and reading the count allocates nothing
+ * (its Symbol was made by the reader's begin) */
+static void gc_hook(VALUE tpval, void *data)
+{
+    (void)data;
+    if (rb_tracearg_event_flag(rb_tracearg_from_tracepoint(tpval)) == RUBY_INTERNAL_EVENT_GC_ENTER) {
+        C.entered = ruby_count();
+    } else if (C.entered) {
+        uint64_t now = ruby_count();
+        if (now > C.entered) C.in_gc += now - C.entered;
+        C.entered = 0;
+    }
+}
+#endif
+
+void hk_allocated_count_begin(void)
+{
+    (void)ruby_count(); /* the Symbol and the GC's stat names made now, outside any GC */
+    if (C.readers++ > 0) return;
+    C.entered = 0;
+#ifdef HK_COUNT_GC_HOOK
+    if (!C.hook) {
+        C.hook = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_GC_ENTER | RUBY_INTERNAL_EVENT_GC_EXIT, gc_hook, NULL);
+        rb_gc_register_mark_object(C.hook);
+    }
+    rb_tracepoint_enable(C.hook);
+#endif
+}
+
+void hk_allocated_count_end(void)
+{
+    if (C.readers <= 0 || --C.readers > 0) return;
+#ifdef HK_COUNT_GC_HOOK
+    if (C.hook) rb_tracepoint_disable(C.hook);
+#endif
+    C.entered = 0;
+}
+
+uint64_t hk_allocated_count(void) { return ruby_count() - C.in_gc; }

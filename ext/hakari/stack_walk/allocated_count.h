@@ -1,0 +1,21 @@
+/* allocated_count.h — the program's count of the objects it has allocated: Ruby's own
+ * (GC.stat's total_allocated_objects, exact at every allocation), less what that count grows
+ * by inside a GC. Ruby 3.4 counts each object a compaction moves as allocated (GC.compact, or
+ * every major GC under GC.auto_compact): a method that compacts would be charged hundreds of
+ * thousands of objects it never made. 3.1 and 3.3 count no moves, and before 3.2 a hook on the
+ * GC's events sends every allocation down the slow path: there the count is Ruby's.
+ * Object mode's watch windows and tracing's allocations measure read it. ctx: GVL, all.
+ */
+#ifndef HK_ALLOCATED_COUNT_H
+#define HK_ALLOCATED_COUNT_H
+
+#include <stdint.h>
+
+/* A reader begins (the hook on the GC's entry and exit goes on with the first) and ends (off
+ * after the last). The count is comparable between readings within a reader's time only. */
+void hk_allocated_count_begin(void);
+void hk_allocated_count_end(void);
+
+uint64_t hk_allocated_count(void);
+
+#endif
