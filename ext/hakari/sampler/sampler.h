@@ -60,6 +60,7 @@ typedef struct hk_sampler_config {
     X(walk_mismatch_count, "HAKARI_STACK_WALK=verify: samples whose two walks differed")                  \
     X(object_count, "object and retained: objects allocated while profiling, by the threads of the main Ractor") \
     X(objects_watched, "object mode: of them, those made while the NEWOBJ hook was on (watch:); samples are scaled by object_count / objects_watched") \
+    X(objects_after_windows, "object mode with watch windows: of object_count, those made after the last window, in no sample") \
     X(retained_count, "retained: sampled objects still alive at stop, after a full GC")                       \
     X(ractors_started, "Ractors other than the main one started while profiling, or running at its start: their code is not sampled (cpu mode: their CPU is in [native threads])") \
     X(label_sets_dropped, "Hakari.label calls whose set could not be made (65 536 sets, 16 labels): labels kept as they were")

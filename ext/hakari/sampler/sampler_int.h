@@ -490,6 +490,9 @@ uint64_t hk_watch_made(uint64_t watched);
  * or a snapshot added; and: the objects made since that reading were hakari's own (a
  * snapshot's build) */
 uint64_t hk_watch_count_now(void);
+/* the objects made since the last window (and the stretch before it) began: in no sample yet,
+ * and after the end in none at all */
+uint64_t hk_watch_after_windows(void);
 void hk_watch_not_program(uint64_t since);
 
 /* ---- sampler_build.c ----------------------------------------------------------- */

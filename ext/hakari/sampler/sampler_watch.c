@@ -47,6 +47,7 @@ static struct {
     long window_left;     /* of them, still to come in this window (0: it is over) */
     long approach;        /* objects the hook counts before its window starts: the stretch's last */
     uint64_t over;        /* objects the hook saw after its window was over, before it went off */
+    uint64_t stretch_made; /* the objects of the stretch before the next window, approach's included */
     int watching;         /* the hook is on: the job's, with the GVL; read by the worker */
     uint64_t gc_off;      /* Ruby's count when the hook went off */
     int64_t t_off;        /* and the time then (monotonic ns) */
@@ -60,6 +61,7 @@ static struct {
     uint64_t gc_base;     /* the program's count of objects (program_count) at start */
     uint64_t not_program; /* of the count since start, hakari's own (while building snapshots) */
     uint64_t gc_end;      /* program_count at the end of the profile's time (0: still running) */
+    uint64_t after_end;   /* hk_watch_after_windows at the end */
     int counting;         /* hk_allocated_count_begin was called, its end not yet */
 } W;
 
@@ -171,6 +173,7 @@ static void watch_job(void *arg)
         W.approach = (long)(target - made);
         made = target;
     }
+    W.stretch_made = made;
     /* each object this window watches stands for itself and its share of the stretch */
     W.window_weight = (double)(made + (uint64_t)W.window) / (double)W.window;
     W.over = 0;
@@ -197,7 +200,7 @@ void hk_watch_start(VALUE hook)
     W.ns_per_object = 0;
     W.check_at = W.step_due = 0;
     W.random = (uint64_t)hk_clock_ns(CLOCK_MONOTONIC) | 1;
-    W.not_program = W.gc_end = 0;
+    W.not_program = W.gc_end = W.after_end = W.stretch_made = 0;
     W.gc_base = program_count();
     counting(W.window > 0);
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
@@ -205,9 +208,26 @@ void hk_watch_start(VALUE hook)
 #endif
 }
 
+/* ctx: GVL. Objects made after the last window began (a window's samples stand for it and for
+ * the stretch before it): while the hook is off, the stretch so far; while it counts the
+ * stretch's last objects, those counted; after a window whose job has not run, what the hook
+ * saw since. */
+static uint64_t after_windows_now(void)
+{
+    if (!W.window) return 0;
+    if (!W.watching) return program_count() - W.gc_off + W.over;
+    if (W.approach > 0) return W.stretch_made - (uint64_t)W.approach;
+    return W.window_left <= 0 ? W.over : 0;
+}
+
+uint64_t hk_watch_after_windows(void) { return W.gc_end ? W.after_end : after_windows_now(); }
+
 void hk_watch_stop(void)
 {
-    if (!W.stopped) W.gc_end = program_count();
+    if (!W.stopped) {
+        W.after_end = after_windows_now();
+        W.gc_end = program_count();
+    }
     W.stopped = 1;
     if (W.hook && W.watching) rb_tracepoint_disable(W.hook);
     W.watching = 0;

@@ -136,7 +136,8 @@ module Hakari
         watched, all = n["objects_watched"].to_i, n["object_count"].to_i
         return [] if watched.zero? || watched >= all
 
-        [row(int(watched), "", "of them made while the NEWOBJ hook was on (#{pct(watched, all)} %, --watch)")]
+        [row(int(watched), "", "of them made while the NEWOBJ hook was on (#{pct(watched, all)} %, --watch)"),
+         row(int(n["objects_after_windows"]), "", "of them made after the last window, in no sample")]
       end
 
       # retained mode: what was followed and what was still alive at stop, after a full GC
