@@ -8,10 +8,11 @@
  * time would see fewer objects of a fast allocator than of a slow one): the hook counts a
  * window's objects and asks a postponed job to turn it off at the last one (the hook can only
  * change with the GVL); while it is off, the worker has the job read Ruby's count of allocated
- * objects (GC.stat's total_allocated_objects, exact at every allocation, less what a GC adds) when the stretch should
- * be nearly over, at the rate objects came, and the job turns the hook on for the stretch's last
- * objects, which the hook counts, so that every stretch has its drawn length: a window after a
- * fast stretch would otherwise stand for more of the phase before it than one after a slow one.
+ * objects (GC.stat's total_allocated_objects, exact at every allocation, less what a GC adds:
+ * allocated_count.h) when the stretch should be nearly over, at the rate objects came, and the
+ * job turns the hook on for the stretch's last objects, which the hook counts, so that every
+ * stretch has its drawn length: a window after a fast stretch would otherwise stand for more of
+ * the phase before it than one after a slow one.
  *
  * In a window the hook samples every interval * watch objects (hk_watch_step), and each sample
  * stands for its share of the window and of the stretch before it (hk_watch_weight): the
@@ -49,7 +50,7 @@ static struct {
     uint64_t over;        /* objects the hook saw after its window was over, before it went off */
     uint64_t stretch_made; /* the objects of the stretch before the next window, approach's included */
     int watching;         /* the hook is on: the job's, with the GVL; read by the worker */
-    uint64_t gc_off;      /* Ruby's count when the hook went off */
+    uint64_t gc_off;      /* program_count when the hook went off */
     int64_t t_off;        /* and the time then (monotonic ns) */
     double ns_per_object; /* how fast objects came while the hook was off, last measured */
     int64_t check_at;     /* when the worker has the job read the count next (the job's) */
