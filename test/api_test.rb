@@ -369,8 +369,11 @@ class ApiTest < Minitest::Test
   def test_truncated_stacks_with_sleeps_keep_their_marker_root
     cpu0 = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond)
     process0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :nanosecond)
+    block_cpu = nil
     data = Hakari.start(mode: :cpu, max_depth: 10) do
+      b0 = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond)
       Workloads.recurse(50) { 40.times { Workloads.spin(0.002); sleep 0.001 } }
+      block_cpu = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond) - b0
     end
     process = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :nanosecond) - process0
     cpu = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond) - cpu0
@@ -380,11 +383,14 @@ class ApiTest < Minitest::Test
       assert_equal "[truncated]", frames.last[0] if frames.size == 11
       assert(frames.all? { |f| f[0].is_a?(String) && !f[0].empty? })
     end
-    # this thread's CPU around the block (80 ms of spins, the sleeps' own, and what a busy suite
-    # adds: a compiler, a GC) less start's and stop's own work, and never more than the process's
-    # (the suite's other threads count too)
+    # at least this thread's CPU in the block (80 ms of spins, the sleeps' own, and what a busy
+    # suite adds: a compiler, a GC) less the tail after the last sample; start's and stop's own
+    # work is hakari's, not in the profile (slow under ASan in a suite's large process: measured
+    # around the block, a sanitizer run once came out 32 ms short); and never more than the
+    # process's (the suite's other threads count too)
     assert_operator total(data), :<=, process, data.counters.inspect
-    assert_operator total(data), :>=, [cpu - 15_000_000, 70_000_000].max, "#{cpu} ns of this thread's CPU"
+    assert_operator total(data), :>=, [block_cpu - 5_000_000, 70_000_000].max,
+                    "#{block_cpu} ns of this thread's CPU in the block, #{cpu} ns around it"
     # the stop-time tail is cut the same way (this test runs under minitest's deep stack); other
     # threads' tails (minitest's workers, never sampled) are alone under the thread
     tail = data[:samples].find { |frames, *| frames.first[0] == "[unsampled]" && frames[1]&.first&.end_with?("##{__method__}") }
