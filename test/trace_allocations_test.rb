@@ -7,6 +7,7 @@ require_relative "fixtures/allocations_workload"
 # Tracing with allocations: true — each method's objects by class and source line, counted
 # exactly, beside its time; in methods_table, the reports, pprof and the CLI.
 class TraceAllocationsTest < Minitest::Test
+  include CompactionHelpers
   WORKLOAD = File.expand_path("fixtures/allocations_workload.rb", __dir__)
 
   def teardown
@@ -119,18 +120,17 @@ class TraceAllocationsTest < Minitest::Test
   # what Ruby's count grows by inside a GC, or GC.compact was charged ~100 000 objects here
   def test_the_allocations_measure_charges_no_moved_objects_to_a_compaction
     w = AllocationsWorkload.new
-    kept = Array.new(100_000) { |i| [Object.new, "s" * (i % 90), { a: i }] }.flatten.each_slice(2).map(&:first)
-    GC.start
-    profile = Hakari.start(mode: :trace, measure: :allocations) do
-      w.arrays(300)
-      GC.compact
-      w.arrays(300)
+    profile = with_objects_to_move do
+      Hakari.start(mode: :trace, measure: :allocations) do
+        w.arrays(300)
+        GC.compact
+        w.arrays(300)
+      end
     end
-    moved = GC.latest_compact_info[:moved].values.sum
-    assert_operator moved, :>, 50_000, "the compaction moved #{moved} of #{kept.size} kept objects"
     rows = profile.methods_table.to_h { [_1[:name], _1] }
     assert_operator rows["GC.compact"][:self], :<, 100
-    assert_equal 600, rows["AllocationsWorkload#arrays"][:self]
+    # and the arrays theirs (a first call at a call site may add its inline cache: docs/limits.md)
+    assert_in_delta 600, rows["AllocationsWorkload#arrays"][:self], 2
   end
 
   def test_reports_and_pprof_show_them
