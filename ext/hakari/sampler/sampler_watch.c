@@ -63,19 +63,12 @@ static struct {
     uint64_t not_program; /* of the count since start, hakari's own (while building snapshots) */
     uint64_t gc_end;      /* program_count at the end of the profile's time (0: still running) */
     uint64_t after_end;   /* hk_watch_after_windows at the end */
-    int counting;         /* hk_allocated_count_begin was called, its end not yet */
+    int counting;         /* a reader of allocated_count.h's count */
 } W;
 
 /* the objects allocated (every Ractor's, less what a GC added: allocated_count.h), less
  * hakari's own since start */
 static uint64_t program_count(void) { return hk_allocated_count() - W.not_program; }
-
-static void counting(int on)
-{
-    if (on == W.counting) return;
-    W.counting = on;
-    (on ? hk_allocated_count_begin : hk_allocated_count_end)();
-}
 
 /* The current Ractor is the main one: another's thread would turn its own Ractor's hook. */
 static int in_main_ractor(void) { return rb_ractor_stdout() == rb_stdout; }
@@ -203,7 +196,7 @@ void hk_watch_start(VALUE hook)
     W.random = (uint64_t)hk_clock_ns(CLOCK_MONOTONIC) | 1;
     W.not_program = W.gc_end = W.after_end = W.stretch_made = 0;
     W.gc_base = program_count();
-    counting(W.window > 0);
+    hk_allocated_count_read(&W.counting, W.window > 0);
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     if (W.window && !watch_handle) watch_handle = rb_postponed_job_preregister(0, watch_job, NULL);
 #endif
@@ -232,7 +225,7 @@ void hk_watch_stop(void)
     W.stopped = 1;
     if (W.hook && W.watching) rb_tracepoint_disable(W.hook);
     W.watching = 0;
-    counting(0);
+    hk_allocated_count_read(&W.counting, 0);
 }
 
 void hk_watch_forget(void)
@@ -240,7 +233,7 @@ void hk_watch_forget(void)
     if (W.hook && W.watching) rb_tracepoint_disable(W.hook);
     W.watching = 0;
     W.stopped = 1;
-    counting(0);
+    hk_allocated_count_read(&W.counting, 0);
 }
 
 int hk_watch_object(void)

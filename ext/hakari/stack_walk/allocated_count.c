@@ -13,7 +13,7 @@
 
 static struct {
     VALUE key;           /* :total_allocated_objects, an interned Symbol: never freed */
-    int readers;         /* hk_allocated_count_begin less _end */
+    int readers;         /* readers begun less readers ended */
     uint64_t in_gc;      /* what Ruby's count grew by inside GCs while the hook was on */
     uint64_t entered;    /* Ruby's count as the current GC began; 0: not in one */
 #ifdef HK_COUNT_GC_HOOK
@@ -43,7 +43,7 @@ static void gc_hook(VALUE tpval, void *data)
 }
 #endif
 
-void hk_allocated_count_begin(void)
+static void begin_reading(void)
 {
     (void)ruby_count(); /* the Symbol and the GC's stat names made now, outside any GC */
     if (C.readers++ > 0) return;
@@ -57,13 +57,20 @@ void hk_allocated_count_begin(void)
 #endif
 }
 
-void hk_allocated_count_end(void)
+static void end_reading(void)
 {
     if (C.readers <= 0 || --C.readers > 0) return;
 #ifdef HK_COUNT_GC_HOOK
     if (C.hook) rb_tracepoint_disable(C.hook);
 #endif
     C.entered = 0;
+}
+
+void hk_allocated_count_read(int *reading, int on)
+{
+    if (on == *reading) return;
+    *reading = on;
+    (on ? begin_reading : end_reading)();
 }
 
 uint64_t hk_allocated_count(void) { return ruby_count() - C.in_gc; }

@@ -12,9 +12,9 @@
 #include <stdint.h>
 
 /* A reader begins (the hook on the GC's entry and exit goes on with the first) and ends (off
- * after the last). The count is comparable between readings within a reader's time only. */
-void hk_allocated_count_begin(void);
-void hk_allocated_count_end(void);
+ * after the last): *reading is the reader's own flag, set to `on`; nothing changes when it is
+ * already so. The count is comparable between readings within a reader's time only. */
+void hk_allocated_count_read(int *reading, int on);
 
 uint64_t hk_allocated_count(void);
 

@@ -550,12 +550,7 @@ static void trace_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE
 
 /* ---- lifecycle ------------------------------------------------------------- */
 
-static void count_allocations(int on)
-{
-    if (on == counting_allocations) return;
-    counting_allocations = on;
-    (on ? hk_allocated_count_begin : hk_allocated_count_end)();
-}
+static void count_allocations(int on) { hk_allocated_count_read(&counting_allocations, on); }
 
 static void free_state(void)
 {
