@@ -3,13 +3,19 @@
 require_relative "test_helper"
 require "open3"
 
-# Code in Ractors other than the main one is not sampled (README, Known limits): the sampling job
-# writes the profile's tables as their only writer, which the main Ractor's GVL makes it. What a
-# profile must do beside Ractors: hold none of their frames, count them (ractors_started), keep
-# their CPU in cpu mode's [native threads] (so the total is still the process's CPU), and never
-# crash. Each case runs in a child process: a Ractor leaves its process in multi-Ractor mode.
+# Code in Ractors other than the main one: from Ruby 3.3, cpu and wall modes sample their threads
+# (sampler_ractors.c), each sample with a `ractor` label; on 3.1 they are not sampled (README,
+# Known limits): a profile holds none of their frames, counts them (ractors_started), and keeps
+# their CPU in cpu mode's [native threads]. Either way the total is the process's CPU, and
+# nothing crashes. Each case runs in a child process: a Ractor leaves its process in
+# multi-Ractor mode.
 class RactorsTest < Minitest::Test
+  RACTORS_SAMPLED = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
   THREAD_CPU = "Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond)"
+  # Two Ractors and the main thread do the same work; each reports the CPU its thread used for
+  # it. Printed: the main thread's work and CPU, each Ractor's work (the frames of its samples),
+  # its CPU and its `ractor` label's total, [native threads], the profile's total, the
+  # process's CPU less the profiler's threads', ractors_started and ractor_threads.
   SCRIPT = <<~RUBY
     $VERBOSE = nil # Ruby's "Ractor is experimental" warning
     require "hakari"
@@ -18,25 +24,31 @@ class RactorsTest < Minitest::Test
     take = ->(r) { r.respond_to?(:value) ? r.value : r.take }
     mode = ARGV[0].to_sym
     main_cpu = nil
+    cpus = nil
     c0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :nanosecond)
     data = Hakari.start(mode: mode) do
-      rs = Array.new(2) { Ractor.new { ractor_work(1_500_000) } }
+      rs = Array.new(2) { |k| Ractor.new(name: "worker-\#{k}") { t0 = #{THREAD_CPU}; ractor_work(1_500_000); #{THREAD_CPU} - t0 } }
       t0 = #{THREAD_CPU}
       main_work(1_500_000)
       main_cpu = #{THREAD_CPU} - t0
-      rs.each(&take)
+      cpus = rs.map(&take)
     end
     process = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID, :nanosecond) - c0
-    frames = ->(name) { data[:samples].select { |s| s[0].any? { |f| f[0] == name } }.sum { _2 } }
+    frames = ->(name, rows = data[:samples]) { rows.select { |s| s[0].any? { |f| f[0] == name } }.sum { _2 } }
+    labels = data.label_values("ractor")
     native = data[:samples].select { _4.zero? }.sum { _2 }
-    puts [frames["Object#ractor_work"], frames["Object#main_work"], main_cpu, native, data[:samples].sum { _2 },
-          process - data[:timer_cpu_ns], data[:ractors_started]].join(" ")
+    ractors = [0, 1].map do |k|
+      label = labels.keys.compact.find { _1.end_with?(" worker-\#{k}") }
+      [label ? labels[label] : 0, cpus[k]]
+    end
+    puts [frames["Object#main_work"], main_cpu, frames["Object#ractor_work"], *ractors.flatten, native,
+          data[:samples].sum { _2 }, process - data[:timer_cpu_ns], data[:ractors_started], data[:ractor_threads]].join(" ")
   RUBY
 
   # The child's output; a child that hangs is killed after a minute, and the test fails then
   # rather than the suite waiting for ever.
-  def run_child(*args, script: SCRIPT)
-    Open3.popen3({ "RUBYOPT" => nil }, RbConfig.ruby, "-I", ENGINE_LIB, "-e", script, *args) do |i, o, e, wait|
+  def run_child(*args, script: SCRIPT, env: {})
+    Open3.popen3({ "RUBYOPT" => nil }.merge(env), RbConfig.ruby, "-I", ENGINE_LIB, "-e", script, *args) do |i, o, e, wait|
       i.close
       out = Thread.new { o.read }
       err = Thread.new { e.read }
@@ -49,25 +61,77 @@ class RactorsTest < Minitest::Test
     end
   end
 
-  def test_cpu_mode_keeps_the_ractors_cpu_in_native_threads
-    in_ractors, in_main, main_cpu, native, total, process, started = run_child("cpu").split.map(&:to_i)
-    what = "profile #{total} ns (native #{native}), process #{process} ns, main thread #{main_cpu} ns"
-    assert_equal 2, started
-    assert_equal 0, in_ractors, "no frame of another Ractor's: #{what}"
-    assert_in_delta main_cpu, in_main, [main_cpu * 0.1, 10_000_000].max, what
-    # the two Ractors' CPU, about twice the main thread's, is in [native threads]: the total is
-    # the process's, never more (each Ractor runs on a native thread of its own)
-    assert_operator native, :>=, main_cpu, what
-    assert_operator total, :<=, process + 2_000_000, what
-    assert_operator total, :>=, 0.9 * process, what
+  def profile_of_ractors(mode, env: {})
+    main, main_cpu, in_ractors, r0, cpu0, r1, cpu1, native, total, process, started, threads =
+      run_child(mode, env: env).split.map(&:to_i)
+    { main: main, main_cpu: main_cpu, in_ractors: in_ractors, ractors: [[r0, cpu0], [r1, cpu1]], native: native,
+      total: total, process: process, started: started, threads: threads }
   end
 
-  def test_wall_mode_samples_the_main_ractor_only
-    in_ractors, in_main, main_cpu, _, _, _, started = run_child("wall").split.map(&:to_i)
-    assert_equal 2, started
-    assert_equal 0, in_ractors
-    # on a loaded machine the main thread may wait for a core: its wall time is at least its CPU
-    assert_operator in_main, :>=, 0.8 * main_cpu, "main_work #{in_main} ns for #{main_cpu} ns of CPU"
+  def test_cpu_mode_samples_every_ractor_or_keeps_its_cpu_in_native_threads
+    r = profile_of_ractors("cpu")
+    what = r.inspect
+    assert_equal 2, r[:started]
+    assert_in_delta r[:main_cpu], r[:main], [r[:main_cpu] * 0.1, 10_000_000].max, what
+    # never more than the process used; on 3.1 the two Ractors' CPU is [native threads]
+    assert_operator r[:total], :<=, r[:process] + 2_000_000, what
+    assert_operator r[:total], :>=, 0.9 * r[:process], what
+    if RACTORS_SAMPLED
+      assert_equal 2, r[:threads], what
+      # each Ractor's samples hold the CPU its thread used, under its own `ractor` label
+      r[:ractors].each { |label, cpu| assert_in_delta cpu, label, [cpu * 0.1, 10_000_000].max, what }
+      assert_in_delta r[:ractors].sum { _2 }, r[:in_ractors], [r[:ractors].sum { _2 } * 0.1, 10_000_000].max, what
+      assert_operator r[:native], :<, 0.05 * r[:process], what
+    else
+      assert_equal 0, r[:in_ractors], "no frame of another Ractor's: #{what}"
+      assert_operator r[:native], :>=, r[:main_cpu], what
+    end
+  end
+
+  def test_wall_mode_samples_every_ractor_or_the_main_ractor_only
+    r = profile_of_ractors("wall")
+    what = r.inspect
+    assert_equal 2, r[:started]
+    # on a loaded machine a thread may wait for a core: its wall time is at least its CPU
+    assert_operator r[:main], :>=, 0.8 * r[:main_cpu], what
+    if RACTORS_SAMPLED
+      r[:ractors].each { |label, cpu| assert_operator label, :>=, 0.8 * cpu, what }
+    else
+      assert_equal 0, r[:in_ractors], what
+    end
+  end
+
+  # Under M:N threads (3.3+), a native thread runs threads of several Ractors: each sample still
+  # holds only its own thread's CPU
+  def test_cpu_mode_under_mn_threads_gives_each_ractor_its_own_cpu
+    r = profile_of_ractors("cpu", env: { "RUBY_MN_THREADS" => "1" })
+    what = r.inspect
+    assert_operator r[:total], :<=, r[:process] + 2_000_000, what
+    assert_operator r[:total], :>=, 0.9 * r[:process], what
+    r[:ractors].each { |label, cpu| assert_in_delta cpu, label, [cpu * 0.1, 10_000_000].max, what } if RACTORS_SAMPLED
+  end
+
+  # Wall mode: a Ractor's thread's wait (a sleep) is under the call it waited in, as blocked
+  SLEEPER = <<~'RUBY'
+    $VERBOSE = nil
+    require "hakari"
+    def ractor_work(n) = n.times { |i| i * i }
+    def ractor_sleep = sleep(0.3)
+    data = Hakari.start(mode: :wall) do
+      r = Ractor.new { ractor_work(300_000); ractor_sleep; ractor_work(300_000); 1 }
+      r.respond_to?(:value) ? r.value : r.take
+    end
+    rows = data[:samples].select { |s| s[0][0][0] == "[GVL blocked]" && s[0][1][0] == "Kernel#sleep" && s[0][2][0] == "Object#ractor_sleep" }
+    puts rows.sum { _2 }
+  RUBY
+
+  def test_wall_mode_puts_a_ractors_sleep_where_it_slept
+    blocked = run_child(script: SLEEPER).to_i
+    if RACTORS_SAMPLED
+      assert_in_delta 300_000_000, blocked, 30_000_000
+    else
+      assert_equal 0, blocked
+    end
   end
 
   # Many Ractors starting and ending at a high rate, in each sampling mode: the program ends as it
@@ -98,13 +162,18 @@ class RactorsTest < Minitest::Test
     end
   end
 
-  def test_stat_says_the_ractors_code_is_not_sampled
+  def test_stat_says_whether_the_ractors_threads_are_sampled
     Dir.mktmpdir do |dir|
       File.write(File.join(dir, "r.rb"), "$VERBOSE = nil\nRactor.new { 200_000.times { |i| i * i } }.then { |r| r.respond_to?(:value) ? r.value : r.take }\n")
       _, err, st = Open3.capture3({ "RUBYLIB" => ENGINE_LIB, "RUBYOPT" => nil }, RbConfig.ruby,
                                   File.expand_path("../exe/hakari", __dir__), "stat", "-m", "cpu", "ruby", "r.rb", chdir: dir)
       assert_equal 0, st.exitstatus, err
-      assert_match(/^\s+1\s+Ractors besides the main one ran: their code is not sampled \(their CPU is in \[native threads\]\)$/, err)
+      said = if RACTORS_SAMPLED
+               /^\s+1\s+Ractors besides the main one ran: 1 of their threads sampled \(label ractor\)$/
+             else
+               /^\s+1\s+Ractors besides the main one ran: their code is not sampled \(their CPU is in \[native threads\]\)$/
+             end
+      assert_match said, err
     end
   end
 end

@@ -129,7 +129,7 @@ HK_HOT static hk_thread *current_thread(void)
         t->vm_thread = vm_thread;
         hk_sampler_thread_flaggable(t);
     }
-    if (!t->seq) t->seq = ++S.nseq;
+    if (!t->seq) t->seq = hk_sampler_next_seq();
     if (!t->has_clock) {
         t->clock = CLOCK_MONOTONIC;
         if (S.cfg.mode == HK_MODE_CPU) t->clock = hk_thread_cpu_clock(t->tid ? t->tid : (t->tid = hk_gettid()));
@@ -217,7 +217,7 @@ static void thread_hook(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALU
         hk_sampler_take_thread_tail(t, now, 1);
         if (S.cfg.mode == HK_MODE_CPU && !t->own) { /* hakari's own thread: none of its time */
             hk_sampler_native_accounted(hk_gettid(), native);
-            if (!t->seq) t->seq = ++S.nseq;
+            if (!t->seq) t->seq = hk_sampler_next_seq();
             hk_sampler_thread_exiting(t->seq, native);
             hk_mn_thread_end(th);
         }
@@ -408,6 +408,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.start_process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID); /* before the threads' own readings */
     S.mn = hk_mn_start();
     hk_sampler_threads_start();
+    if (timed) hk_ractors_start(S.period_ns); /* other Ractors' threads: sampled apart (sampler_ractors.c) */
     VALUE cur = rb_thread_current();
     for (size_t i = 0; i < S.nthreads; i++) hk_states_thread(&S.threads[i], S.threads[i].thread == cur);
     if (!thread_hook_added) { /* a forked child keeps its parent's */
@@ -433,6 +434,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     }
     if (rc < 0) {
         S.running = 0;
+        hk_ractors_stop();
         hk_synth_stop();
         hk_sampler_tables_free();
         return -1;
@@ -456,7 +458,8 @@ static void fill_totals(hk_sampler_stats *st)
     st->sampling_count = S.sampling_count;
     st->sample_count = S.sample_count;
     /* a clock that failed as it fell back from perf counters takes no sample: said once */
-    st->dropped_count = S.dropped_count + S.unresolved_count + (S.cfg.mode == HK_MODE_CPU && hk_cpu_clock_failed());
+    st->dropped_count = S.dropped_count + S.unresolved_count + (S.cfg.mode == HK_MODE_CPU && hk_cpu_clock_failed()) +
+                        hk_ractors_dropped();
     st->moved_count = S.moved_count;
     st->stale_count = S.stale_count;
     st->synthesized_count = S.synthesized_count;
@@ -468,6 +471,10 @@ static void fill_totals(hk_sampler_stats *st)
     if (S.cost_tsc && ticks > 0) scale = (double)(now - S.start_mono_ns) / (double)ticks;
     st->sampling_time_ns = (uint64_t)((double)S.sampling_time * scale);
     st->stack_walk_time_ns = (uint64_t)((double)S.capture_time * scale);
+    uint64_t ractor_jobs, ractor_job_ns; /* other Ractors' threads pay for theirs */
+    hk_ractors_jobs(&ractor_jobs, &ractor_job_ns);
+    st->sampling_count += ractor_jobs;
+    st->sampling_time_ns += ractor_job_ns;
     st->resolve_time_ns = (uint64_t)((double)S.resolve_time * scale);
     st->thread_count = S.nseq;
     st->stack_walker = hk_stack_walk_kind();
@@ -475,6 +482,7 @@ static void fill_totals(hk_sampler_stats *st)
     st->walk_mismatch_count = hk_stack_walk_mismatches();
     st->label_sets_dropped = hk_labels_dropped();
     st->ractors_started = S.ractors_started;
+    st->ractor_threads = hk_ractors_threads();
     st->object_count = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? hk_objects_allocated() : 0;
     st->objects_watched = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? hk_objects_watched() : 0;
     st->objects_after_windows = S.cfg.mode == HK_MODE_OBJECT ? hk_watch_after_windows() : 0;
@@ -487,6 +495,7 @@ static void fill_totals(hk_sampler_stats *st)
     st->timer_cpu_ns = S.cfg.mode == HK_MODE_CPU        ? hk_cpu_clock_worker_cpu_ns()
                        : S.cfg.mode == HK_MODE_RETAINED ? 0 /* no worker */
                                                         : (uint64_t)hk_timer_cpu_ns();
+    if (!HK_MODE_COUNTS_OBJECTS(S.cfg.mode)) st->timer_cpu_ns += hk_ractors_ticker_cpu_ns();
     if (S.cfg.mode == HK_MODE_CPU && S.process_cpu > S.start_process_cpu)
         st->process_cpu_ns = (uint64_t)(S.process_cpu - S.start_process_cpu);
 }
@@ -546,6 +555,7 @@ int hk_sampler_end(void (*at_end)(void *), void *arg)
     hk_sampler_exits_stop();
     hk_sampler_holder_stop();
     hk_sampler_take_exits();
+    hk_ractors_stop();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_stop();
     else if (timed) hk_timer_stop();
     if (at_end) at_end(arg);
@@ -612,6 +622,7 @@ void hk_sampler_mark(void)
     for (const uint64_t *rec = hk_ring_first(&S.ring, &cursor, &words); rec;
          rec = hk_ring_next(&S.ring, &cursor, &words))
         if (hk_sample_has_capture((const sample_head *)rec)) hk_stack_walk_mark_capture(rec + HEAD_WORDS);
+    hk_ractors_mark();
     hk_stack_walk_mark();
     hk_synth_mark();
     hk_objects_mark();
@@ -629,7 +640,7 @@ size_t hk_sampler_memsize(void)
            (S.frame_buf ? (size_t)(S.buf_depth + 1 + HK_OWN_FRAMES) * (sizeof(VALUE) + sizeof(int) + sizeof(uint32_t)) +
                               KEY_HEAD * sizeof(uint32_t)
                         : 0) +
-           hk_stack_walk_memsize() + hk_labels_memsize() + hk_objects_memsize();
+           RS.ring.cap * sizeof(uint64_t) + hk_stack_walk_memsize() + hk_labels_memsize() + hk_objects_memsize();
 }
 
 /* A fork never comes while the worker is resolving: the child's copy of the
@@ -648,6 +659,7 @@ static void atfork_child(void)
     S.running = 0;
     hk_states_forget();
     hk_mn_forget();
+    hk_ractors_forget();
     hk_sampler_exits_forget();
     hk_sampler_holder_stop();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_forget();
@@ -662,5 +674,6 @@ void hk_sampler_init(void)
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     job_handle = rb_postponed_job_preregister(0, sample_job, NULL);
 #endif
+    hk_ractors_init();
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }

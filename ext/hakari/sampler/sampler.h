@@ -62,7 +62,8 @@ typedef struct hk_sampler_config {
     X(objects_watched, "object mode: of them, those made while the NEWOBJ hook was on (watch:); samples are scaled by object_count / objects_watched") \
     X(objects_after_windows, "object mode with watch windows: of object_count, those made after the last window, in no sample") \
     X(retained_count, "retained: sampled objects still alive at stop, after a full GC")                       \
-    X(ractors_started, "Ractors other than the main one started while profiling, or running at its start: their code is not sampled (cpu mode: their CPU is in [native threads])") \
+    X(ractors_started, "Ractors other than the main one started while profiling, or running at its start: cpu and wall modes sample their threads on Ruby 3.3+ (a `ractor` label), else not (cpu mode: their CPU is in [native threads])") \
+    X(ractor_threads, "cpu and wall modes, Ruby 3.3+: threads of other Ractors first sampled in the span (their samples carry a `ractor` label)") \
     X(label_sets_dropped, "Hakari.label calls whose set could not be made (65 536 sets, 16 labels): labels kept as they were")
 
 typedef struct hk_sampler_stats {

@@ -69,6 +69,30 @@ static uint32_t class_name(hk_profile *p, const hk_sampler *s, uint32_t index)
     return hk_profile_string(p, index == HK_CLASS_INTERNAL ? "(internal)" : index == HK_CLASS_OTHERS ? "(other classes)" : "(unknown)");
 }
 
+/* The `ractor` label's string for each thread sequence number up to nseq (0: a main Ractor's
+ * thread): the Ractor's number, and its name when it has one ("#2 worker"). NULL when there is
+ * none, or out of memory (the label is left out). */
+static uint32_t *ractor_labels(uint32_t nseq, hk_profile *p)
+{
+    uint32_t n = __atomic_load_n(&RS.nthreads, __ATOMIC_ACQUIRE);
+    uint32_t *of = n ? calloc((size_t)nseq + 1, sizeof(*of)) : NULL;
+    if (!of) return NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        const hk_ractor_thread *r = &RS.threads[i];
+        if (r->seq > nseq) continue;
+        VALUE name = NIL_P(r->ractor) ? Qnil : rb_funcall(r->ractor, rb_intern("name"), 0);
+        char text[160];
+        if (RB_TYPE_P(name, T_STRING))
+            snprintf(text, sizeof(text), "#%u %.*s", r->id, (int)(RSTRING_LEN(name) < 120 ? RSTRING_LEN(name) : 120), RSTRING_PTR(name));
+        else if (r->id)
+            snprintf(text, sizeof(text), "#%u", r->id);
+        else
+            snprintf(text, sizeof(text), "(another Ractor)");
+        of[r->seq] = hk_profile_string(p, text);
+    }
+    return of;
+}
+
 /* location id in p for each of the sampler's locations (index id - 1). The
  * sampler keeps (frame, line) pairs only: each frame is resolved to a function
  * here, once, however many lines it was seen at. NULL when out of memory. */
@@ -166,6 +190,7 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     uint32_t *loc_of = NULL, *locs = NULL;
     size_t locs_cap = 0;
     uint8_t *seen = NULL; /* raw samples: stack ids met */
+    uint32_t *ractor_of = NULL; /* by thread sequence number: its `ractor` label, 0 for none */
     if (!p) return NULL;
     int objects = HK_MODE_COUNTS_OBJECTS(st->mode), retained = st->mode == HK_MODE_RETAINED;
     const char *type = retained ? "retained_objects" : objects ? "alloc_objects" : st->mode == HK_MODE_CPU ? "cpu" : "wall";
@@ -191,6 +216,10 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
                                           {.key = hk_profile_string(p, "timestamp"),
                                            .num_unit = hk_profile_string(p, "nanoseconds")}};
     const size_t fixed = s->cfg.aggregate ? 2 : 3;
+    uint32_t ractor_key = hk_profile_string(p, "ractor");
+    /* Ractors' jobs may number more threads meanwhile (a snapshot): theirs have no sample here */
+    const uint32_t nseq = __atomic_load_n(&s->nseq, __ATOMIC_RELAXED);
+    ractor_of = objects ? NULL : ractor_labels(nseq, p);
     hk_label_kv kv[HK_MAX_LABELS];
     uint32_t state_str[HK_NSTATES];
     for (int i = 0; i < HK_NSTATES; i++) state_str[i] = hk_profile_string(p, state_label[i]);
@@ -224,6 +253,9 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
         for (size_t j = 0; j < nuser; j++)
             labels[fixed + j] = (hk_label){.key = hk_profile_string_n(p, kv[j].key, kv[j].klen),
                                            .str = hk_profile_string_n(p, kv[j].val, kv[j].vlen)};
+        /* another Ractor's thread: which Ractor (its samples carry no label set) */
+        if (ractor_of && seq <= nseq && ractor_of[seq] && nuser < HK_MAX_LABELS)
+            labels[fixed + nuser++] = (hk_label){.key = ractor_key, .str = ractor_of[seq]};
         if (hk_array_grow((void **)&locs, &locs_cap, nloc, sizeof(*locs)) < 0) goto fail;
         for (uint32_t j = 0; j < nloc; j++) locs[j] = loc_of[key[nkey - 1 - j] - 1]; /* leaf first */
         /* Ruby 3.1 reports the top-level script twice: "<main>" at its line, then a
@@ -258,11 +290,13 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
     free(loc_of);
     free(locs);
     free(seen);
+    free(ractor_of);
     return p;
 fail:
     free(loc_of);
     free(locs);
     free(seen);
+    free(ractor_of);
     hk_profile_free(p);
     return NULL;
 }

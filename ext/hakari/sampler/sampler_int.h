@@ -204,6 +204,40 @@ typedef struct hk_sampler {
 extern hk_sampler hk_the_sampler;
 #define S hk_the_sampler
 
+/* a thread's sequence number, at its first sample: Ractors' jobs take them too (sampler_ractors.c) */
+static inline uint32_t hk_sampler_next_seq(void) { return __atomic_add_fetch(&S.nseq, 1, __ATOMIC_RELAXED); }
+
+/* ---- samples of other Ractors' threads (sampler_ractors.c) ---------------------------------
+
+ * What sampler_ractors.c shares with the resolver and the build: not S's, which is emptied at
+ * every stop, but kept from start to the next start (sampler_state.c defines it). */
+#define HK_RACTOR_THREADS 256 /* threads of other Ractors one profile samples */
+typedef struct hk_ractor_thread {
+    uint32_t seq;  /* the thread's sequence number */
+    uint32_t id;   /* its Ractor's number (Ractor#inspect's #N; 0: unknown) */
+    VALUE ractor;  /* its Ractor, marked (Qnil: unknown), for its name at build */
+} hk_ractor_thread;
+typedef struct hk_ractor_samples {
+    /* the samples, each a hk_ractor_sample and its frames: written by the Ractors' jobs one at a
+     * time (under sampler_ractors.c's lock), read by the resolver under the resolve lock */
+    hk_ring ring;
+    uint32_t nthreads; /* entries of threads[] written (stored with release) */
+    hk_ractor_thread threads[HK_RACTOR_THREADS];
+} hk_ractor_samples;
+extern hk_ractor_samples hk_the_ractor_samples;
+#define RS hk_the_ractor_samples
+/* A sample in RS.ring: this head, then n frame VALUEs (leaf first, as rb_profile_frames gives
+ * them), then their n lines, a word each. parts: the thread's time since its previous sample by
+ * state (cpu mode: its CPU, running only; wall mode: also its time off its Ractor's GVL). */
+typedef struct hk_ractor_sample {
+    uint32_t seq, n;
+    uint32_t truncated, pad; /* truncated: the stack went on below the n frames */
+    int64_t time_ns;         /* CLOCK_REALTIME at the job (aggregate: false) */
+    int64_t parts[HK_NSTATES];
+} hk_ractor_sample;
+#define HK_RACTOR_HEAD_WORDS (sizeof(hk_ractor_sample) / sizeof(uint64_t))
+_Static_assert(sizeof(hk_ractor_sample) % sizeof(uint64_t) == 0, "frames start on a word");
+
 /* ---- samples in the ring -------------------------------------------------- */
 
 /* A sample in the ring: its head, then its capture (stack_walk.h). */
@@ -393,6 +427,26 @@ static inline int64_t hk_sampler_thread_cpu(const hk_thread *t, clockid_t native
 {
     return S.mn ? hk_mn_cpu_now(t->thread) : hk_clock_ns(native);
 }
+
+/* ---- sampler_ractors.c: other Ractors' threads (cpu and wall modes; 3.3+) ------------------ */
+
+/* ctx: main Ractor's GVL. At start (after the walker): 1 when their threads are sampled from now
+ * on, 0 when not on this Ruby, -1 on failure (out of memory). init: once, at load. */
+int hk_ractors_start(int64_t period_ns);
+void hk_ractors_init(void);
+/* ctx: GVL, at stop: no sample is written after it returns (what was is resolved later);
+ * forget: in a forked child */
+void hk_ractors_stop(void);
+void hk_ractors_forget(void);
+/* samples lost (the ring full, the table full); the CPU of the thread that signals them */
+uint64_t hk_ractors_dropped(void);
+/* threads of other Ractors sampled since start */
+uint64_t hk_ractors_threads(void);
+/* the jobs that took their samples, and the time they took in those threads (ns) */
+void hk_ractors_jobs(uint64_t *count, uint64_t *ns);
+uint64_t hk_ractors_ticker_cpu_ns(void);
+/* ctx: GC mark phase, under the resolve lock */
+void hk_ractors_mark(void);
 
 /* ---- sampler_states.c ------------------------------------------------------------ */
 

@@ -101,7 +101,7 @@ static hk_thread *allocating_thread(void)
     VALUE th = rb_thread_current();
     hk_thread *t = hk_sampler_thread_of(th);
     if (!t && !(t = hk_sampler_thread_add(th, -1))) return NULL; /* no clock: its samples weigh objects */
-    if (!t->seq) t->seq = ++S.nseq;
+    if (!t->seq) t->seq = hk_sampler_next_seq();
     S.last_thread = (size_t)(t - S.threads);
     return t;
 }

@@ -318,6 +318,44 @@ static void resolve_tail(const sample_head *h)
     S.sample_count++;
 }
 
+/* A sample of another Ractor's thread (sampler_ractors.c): its running time under its frames,
+ * and each other state's time under them with that state's leaf. The key buffer is used to
+ * build the stack: the next sample resolves in full. ctx: the resolve lock. */
+static void resolve_ractor_sample(const hk_ractor_sample *h, const uint64_t *words)
+{
+    const VALUE *frames = (const VALUE *)words;
+    const uint64_t *lines = words + h->n;
+    uint32_t *key = S.key_buf;
+    S.key_n = 0;
+    uint32_t m = 0;
+    key[m++] = h->seq;
+    key[m++] = 0; /* no label set: Hakari.label is the main Ractor's */
+    if (h->truncated && !(key[m++] = frame_location(HK_FRAME_TRUNCATED, 0))) goto lost;
+    for (uint32_t i = h->n; i-- > 0;)
+        if (!(key[m++] = frame_location(frames[i], (int)lines[i]))) goto lost;
+    for (int s = HK_STATE_RUNNING; s < HK_NSTATES; s++) {
+        if (h->parts[s] <= 0) continue;
+        if (s != HK_STATE_RUNNING && !(key[m] = frame_location(HK_FRAME_STATE(s), 0))) goto lost;
+        int64_t stack = hk_intern_seq(&S.stacks, key, m + (s != HK_STATE_RUNNING));
+        if (stack < 0 || record((uint32_t)stack, h->parts[s], h->time_ns, 0) < 0) goto lost;
+        S.sample_count++;
+    }
+    return;
+lost:
+    S.unresolved_count++;
+}
+
+/* the oldest sample of another Ractor's thread; 0 when there was none. ctx: the resolve lock. */
+static int resolve_ractor_one(void)
+{
+    size_t words;
+    const uint64_t *rec = RS.ring.words ? hk_ring_peek(&RS.ring, &words) : NULL;
+    if (!rec) return 0;
+    resolve_ractor_sample((const hk_ractor_sample *)rec, rec + HK_RACTOR_HEAD_WORDS);
+    hk_ring_release(&RS.ring);
+    return 1;
+}
+
 /* Resolves the ring's oldest sample; 0 when there was none. ctx: the resolve lock. */
 HK_HOT static int resolve_one(void)
 {
@@ -341,11 +379,11 @@ HK_HOT static int resolve_one(void)
  * is marking, or resolving at stop or snapshot. */
 void hk_resolve_on_worker(long budget_ns)
 {
-    if (!hk_ring_used(&S.ring)) return; /* most wake-ups: no clock read */
+    if (!hk_ring_used(&S.ring) && !hk_ring_used(&RS.ring)) return; /* most wake-ups: no clock read */
     int64_t until = hk_clock_ns(CLOCK_MONOTONIC) + (budget_ns > 0 ? budget_ns : 1);
-    while (hk_ring_used(&S.ring) && pthread_mutex_trylock(&hk_resolve_lock) == 0) {
+    while ((hk_ring_used(&S.ring) || hk_ring_used(&RS.ring)) && pthread_mutex_trylock(&hk_resolve_lock) == 0) {
         uint64_t t0 = cost_clock();
-        int done = !S.building && resolve_one();
+        int done = !S.building && (resolve_one() + resolve_ractor_one()) > 0;
         S.resolve_time += cost_clock() - t0;
         pthread_mutex_unlock(&hk_resolve_lock);
         if (!done || hk_clock_ns(CLOCK_MONOTONIC) >= until) return;
@@ -415,7 +453,7 @@ void hk_sampler_take_tail_sample(int64_t running, const int64_t parts[HK_NSTATES
     uint32_t *key = S.key_buf;
     S.key_n = 0; /* the key buffer no longer holds the previous sample's */
     int m = 0;
-    if (!t->seq) t->seq = ++S.nseq;
+    if (!t->seq) t->seq = hk_sampler_next_seq();
     key[m++] = t->seq;
     key[m++] = hk_labels_of(t->thread);
     if (n - skip + 1 > max && !(key[m++] = frame_location(HK_FRAME_TRUNCATED, 0))) return;
@@ -435,6 +473,7 @@ void hk_resolve_rest_locked(void)
 {
     uint64_t t0 = cost_clock();
     while (resolve_one()) {}
+    while (resolve_ractor_one()) {}
     S.resolve_time += cost_clock() - t0;
 }
 

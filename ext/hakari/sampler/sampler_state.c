@@ -5,3 +5,4 @@
 #include "sampler_int.h"
 
 hk_sampler hk_the_sampler;
+hk_ractor_samples hk_the_ractor_samples;

@@ -58,7 +58,7 @@ static int64_t waiting_parts(hk_thread *t, int64_t weight, int64_t now, int64_t 
 /* a waiting thread's weight up to now (weight_until), numbering it at its first sample */
 static int64_t wait_weight(hk_thread *t, int64_t now)
 {
-    if (!t->seq) t->seq = ++S.nseq;
+    if (!t->seq) t->seq = hk_sampler_next_seq();
     return hk_sampler_weight_until(t, now);
 }
 
@@ -181,7 +181,7 @@ void hk_sampler_take_thread_tail(hk_thread *t, int64_t now, int own)
     int64_t weight = now - t->prev_clock;
     t->prev_clock = now;
     if (weight <= 0) return;
-    if (!t->seq) t->seq = ++S.nseq;
+    if (!t->seq) t->seq = hk_sampler_next_seq();
     int64_t running = own ? hk_states_take(t, weight, now, HK_SPLIT_OWN_END, S.parts) : waiting_parts(t, weight, now, S.parts);
     /* another thread's fiber slots are read only where it waits (it may have ended) */
     if (running > 0 && record_tail(t->seq, running, own ? hk_labels_of(t->thread) : 0) < 0) return;

@@ -80,6 +80,9 @@ const void *hk_stack_walk_thread_of(VALUE th);
 /* ctx: any thread. 0 when the VM thread (from hk_stack_walk_thread_of) belongs to another Ractor
  * than the one whose thread started the walker (the main one) */
 int hk_stack_walk_main_ractor(const void *vm_thread);
+/* ctx: any thread. The VM's struct of the Ractor the VM thread belongs to, or NULL when this
+ * walker cannot tell (its pointer only: what it holds is the caller's to check) */
+const void *hk_stack_walk_ractor_of(const void *vm_thread);
 /* Where a thread's stack stands: its leaf control frame, that frame's pc and
  * the mark the latest capture of it left there (0: frames are not marked).
  * Two equal readings with a mark: the stack has not changed between them

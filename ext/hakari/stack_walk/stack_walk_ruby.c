@@ -28,6 +28,11 @@ int hk_stack_walk_main_ractor(const void *vm_thread)
     (void)vm_thread;
     return 1;
 }
+const void *hk_stack_walk_ractor_of(const void *vm_thread)
+{
+    (void)vm_thread;
+    return NULL;
+}
 int hk_stack_walk_spot(const void *vm_thread, hk_stack_spot *out)
 {
     (void)vm_thread;

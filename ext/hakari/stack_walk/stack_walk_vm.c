@@ -602,6 +602,11 @@ int hk_stack_walk_main_ractor(const void *vm_thread)
     return ((const vm_thread_head *)vm_thread)->ractor == W.main_ractor;
 }
 
+const void *hk_stack_walk_ractor_of(const void *vm_thread)
+{
+    return W.main_ractor ? ((const vm_thread_head *)vm_thread)->ractor : NULL;
+}
+
 void hk_stack_walk_flag_jobs(const void *vm_thread)
 {
     vm_ec *ec = __atomic_load_n((vm_ec *const *)&((const vm_thread_head *)vm_thread)->ec, __ATOMIC_RELAXED);

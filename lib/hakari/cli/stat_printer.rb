@@ -78,6 +78,11 @@ module Hakari
       def ractor_lines(n)
         return [] if n["ractors_started"].zero?
 
+        if n["ractor_threads"].positive?
+          return [row(int(n["ractors_started"]), "", "Ractors besides the main one ran: " \
+                                                      "#{int(n["ractor_threads"])} of their threads sampled (label ractor)")]
+        end
+
         where = @p["mode"] == "cpu" ? " (their CPU is in [native threads])" : ""
         [row(int(n["ractors_started"]), "", "Ractors besides the main one ran: their code is not sampled#{where}")]
       end
