@@ -43,6 +43,8 @@
 static int tsc_usable; /* read once at load: the clocksource does not change under a running program */
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
 static rb_postponed_job_handle_t job_handle;
+/* async-signal-safe, any thread: the job, on the calling Ruby thread (S.trigger) */
+static void trigger_job(void) { rb_postponed_job_trigger(job_handle); }
 #endif
 
 /* Clock c at the latest tick, if the worker read that clock (and how its
@@ -291,7 +293,10 @@ HK_HOT static void sample_job(void *arg)
     for (size_t off = 0; off < offsetof(hk_sampler, ring.cons); off += 64) __builtin_prefetch((const char *)&S + off);
     hk_stack_walk_prefetch();
     if (!S.running || S.building) return;
-    if (S.ractors_started && !in_main_ractor()) return;
+    if (S.ractors_started && !in_main_ractor()) {
+        __atomic_store_n(&S.job_stolen, 1, __ATOMIC_RELAXED);
+        return;
+    }
     if (S.cfg.mode == HK_MODE_WALL) __atomic_store_n(&S.job_ran, 1, __ATOMIC_RELAXED);
     if (S.any_own && on_own_thread()) return;
     uint64_t t0 = cost_clock();
@@ -395,6 +400,9 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.period_ns = HK_MODE_COUNTS_OBJECTS(cfg->mode) ? 0 : 1000000000LL / cfg->frequency;
     S.tick.clock = (clockid_t)-1; /* no tick yet */
     S.job_ran = 1;                /* flag_threads: from the second tick on */
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+    S.trigger = trigger_job;
+#endif
     S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
     S.start_tsc = hk_tsc();

@@ -199,6 +199,12 @@ typedef struct hk_sampler {
     _Alignas(64) uint32_t nflag;
     const void *holder; /* the VM thread that took the GVL last (sampler_threads.c), or NULL */
     const void *flag_threads[HK_FLAG_THREADS]; /* VM threads (stack_walk.h), their Thread objects marked */
+    /* A thread of another Ractor ran the postponed jobs while the tick's job was pending (Ruby's
+     * job bits are the VM's): the job did nothing there, and the main thread that takes the GVL
+     * next asks for it again (sampler_threads.c), so that a thread waking from a wait is sampled
+     * in the call it waited in. trigger: the job's handle, where Ruby has one (3.3+), else NULL. */
+    int job_stolen;
+    void (*trigger)(void);
 } hk_sampler;
 
 extern hk_sampler hk_the_sampler;
@@ -228,11 +234,15 @@ extern hk_ractor_samples hk_the_ractor_samples;
 #define RS hk_the_ractor_samples
 /* A sample in RS.ring: this head, then n frame VALUEs (leaf first, as rb_profile_frames gives
  * them), then their n lines, a word each. parts: the thread's time since its previous sample by
- * state (cpu mode: its CPU, running only; wall mode: also its time off its Ractor's GVL). */
+ * state (cpu mode: its CPU, running only; wall mode: also its time off its Ractor's GVL);
+ * before: of its running time, what it ran up to the first time it let the GVL go since then,
+ * which goes to its previous sample's stack (the wait began in a call made after it, where
+ * that time was not spent). */
 typedef struct hk_ractor_sample {
     uint32_t seq, n;
     uint32_t truncated, pad; /* truncated: the stack went on below the n frames */
     int64_t time_ns;         /* CLOCK_REALTIME at the job (aggregate: false) */
+    int64_t before;
     int64_t parts[HK_NSTATES];
 } hk_ractor_sample;
 #define HK_RACTOR_HEAD_WORDS (sizeof(hk_ractor_sample) / sizeof(uint64_t))

@@ -61,6 +61,8 @@ typedef struct rthread {
     int64_t since;   /* its clock where that state began (cpu mode: the native thread's CPU) */
     int64_t parts[HK_NSTATES]; /* its time by state since its latest sample */
     int64_t off_at;  /* wall mode: where it last let the GVL go */
+    int64_t before;  /* its running time up to its first release of the GVL since its latest sample */
+    int released;    /* it let the GVL go since its latest sample */
     uint32_t seq;    /* 0 until its first sample */
     uint32_t id;
     VALUE ractor;
@@ -238,10 +240,21 @@ static void on_event(rb_event_flag_t ev, const rb_internal_thread_event_data_t *
     }
     if (R.wall || t->state == HK_STATE_RUNNING) t->parts[t->state] += now - t->since;
     t->since = now;
+    /* its first wait since its latest sample: what it ran up to it goes to that sample's stack */
+    if (t->state == HK_STATE_RUNNING && !(ev & RUBY_INTERNAL_THREAD_EVENT_RESUMED) && !t->released) {
+        t->before = t->parts[HK_STATE_RUNNING];
+        t->parts[HK_STATE_RUNNING] = 0;
+        t->released = 1;
+    }
     if (ev & RUBY_INTERNAL_THREAD_EVENT_RESUMED) {
         /* wall mode: a wait of a period or more is sampled where it went on, in the call that
          * waited, rather than wherever the next tick finds the thread */
-        if (R.wall && t->state != HK_STATE_RUNNING && now - t->off_at >= R.period_ns) rb_postponed_job_trigger(R.job);
+        if (R.wall && t->state != HK_STATE_RUNNING && now - t->off_at >= R.period_ns) {
+            rb_postponed_job_trigger(R.job);
+            /* Ruby's trigger flags the native thread's current context, which under M:N may not
+             * be this thread's yet as it resumes */
+            hk_stack_walk_flag_jobs(vm_thread);
+        }
         t->state = HK_STATE_RUNNING;
         __atomic_store_n(&t->tid, (int)syscall(SYS_gettid), __ATOMIC_RELAXED);
     } else {
@@ -292,6 +305,9 @@ static void ractor_job(void *arg)
     if (!S.cfg.aggregate) h->time_ns = clock_now(CLOCK_REALTIME);
     memcpy(h->parts, t->parts, sizeof(h->parts));
     memset(t->parts, 0, sizeof(t->parts));
+    h->before = t->before;
+    t->before = 0;
+    t->released = 0;
     uint64_t *lines = at + HK_RACTOR_HEAD_WORDS + keep; /* after the frames kept (leaf first) */
     for (int i = 0; i < keep; i++) lines[i] = (uint64_t)(R.lines[i] < 0 ? 0 : R.lines[i]);
     hk_ring_commit(&RS.ring, HK_RACTOR_HEAD_WORDS + 2 * (size_t)keep);

@@ -319,8 +319,9 @@ static void resolve_tail(const sample_head *h)
 }
 
 /* A sample of another Ractor's thread (sampler_ractors.c): its running time under its frames,
- * and each other state's time under them with that state's leaf. The key buffer is used to
- * build the stack: the next sample resolves in full. ctx: the resolve lock. */
+ * and each other state's time under them with that state's leaf; its running time before its
+ * first wait under its previous sample's stack (or its frames, at its first). The key buffer is
+ * used to build the stack: the next sample resolves in full. ctx: the resolve lock. */
 static void resolve_ractor_sample(const hk_ractor_sample *h, const uint64_t *words)
 {
     const VALUE *frames = (const VALUE *)words;
@@ -333,11 +334,22 @@ static void resolve_ractor_sample(const hk_ractor_sample *h, const uint64_t *wor
     if (h->truncated && !(key[m++] = frame_location(HK_FRAME_TRUNCATED, 0))) goto lost;
     for (uint32_t i = h->n; i-- > 0;)
         if (!(key[m++] = frame_location(frames[i], (int)lines[i]))) goto lost;
+    uint32_t *prev = tick_stack_of(h->seq);
+    int64_t here = hk_intern_seq(&S.stacks, key, m);
+    if (!prev || here < 0) goto lost;
+    int64_t running = h->parts[HK_STATE_RUNNING];
+    if (h->before > 0 && *prev) {
+        if (record(*prev - 1, h->before, h->time_ns, 0) < 0) goto lost;
+    } else {
+        running += h->before;
+    }
+    *prev = (uint32_t)here + 1;
     for (int s = HK_STATE_RUNNING; s < HK_NSTATES; s++) {
-        if (h->parts[s] <= 0) continue;
+        int64_t weight = s == HK_STATE_RUNNING ? running : h->parts[s];
+        if (weight <= 0) continue;
         if (s != HK_STATE_RUNNING && !(key[m] = frame_location(HK_FRAME_STATE(s), 0))) goto lost;
-        int64_t stack = hk_intern_seq(&S.stacks, key, m + (s != HK_STATE_RUNNING));
-        if (stack < 0 || record((uint32_t)stack, h->parts[s], h->time_ns, 0) < 0) goto lost;
+        int64_t stack = s == HK_STATE_RUNNING ? here : hk_intern_seq(&S.stacks, key, m + 1);
+        if (stack < 0 || record((uint32_t)stack, weight, h->time_ns, 0) < 0) goto lost;
         S.sample_count++;
     }
     return;

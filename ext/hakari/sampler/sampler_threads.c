@@ -359,6 +359,9 @@ static void on_gvl_event(rb_event_flag_t ev, const rb_internal_thread_event_data
         return;
     }
     if (data) __atomic_store_n(&S.holder, vm_thread, __ATOMIC_RELAXED);
+    /* the tick's job went to another Ractor's thread: this one runs it, where it went on */
+    if (__atomic_load_n(&S.job_stolen, __ATOMIC_RELAXED) && S.trigger && __atomic_exchange_n(&S.job_stolen, 0, __ATOMIC_RELAXED))
+        S.trigger();
     /* cleared before the worker's flag is read, as the worker sets its flag before reading this
      * (cpu_clock.c): one of the two sees the other, so no idle sleep outlasts this take */
     __atomic_store_n(&gvl_free, 0, __ATOMIC_SEQ_CST);
