@@ -2,7 +2,8 @@
 
 # What Ruby's GVL and GC hooks cost a profiled program: the same profile with them (the
 # default) and without (HAKARI_STATE_HOOKS=off, where the states are told as on a Ruby without
-# the hooks: GC not timed, a wait for the GVL counted as blocked), in wall and in cpu mode,
+# the hooks: GC not timed, a wait for the GVL counted as blocked; and other Ractors' threads,
+# which the program here has none of, not followed), in wall and in cpu mode,
 # run round by round in one process in a shuffled order, on two workloads:
 #   kramdown   a 200-section document to HTML (one thread; allocates, so the GC hook fires);
 #   threads    four threads that each convert small documents and hand a token round through

@@ -416,7 +416,8 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.start_process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID); /* before the threads' own readings */
     S.mn = hk_mn_start();
     hk_sampler_threads_start();
-    if (timed) hk_ractors_start(S.period_ns); /* other Ractors' threads: sampled apart (sampler_ractors.c) */
+    /* other Ractors' threads: sampled apart (sampler_ractors.c), through a thread event hook */
+    if (timed && !cfg->no_state_hooks) hk_ractors_start(S.period_ns);
     VALUE cur = rb_thread_current();
     for (size_t i = 0; i < S.nthreads; i++) hk_states_thread(&S.threads[i], S.threads[i].thread == cur);
     if (!thread_hook_added) { /* a forked child keeps its parent's */
