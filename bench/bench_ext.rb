@@ -33,4 +33,12 @@ module BenchExt
     $LOAD_PATH.unshift(build(name)) unless $LOAD_PATH.include?(dir(name))
     require name
   end
+
+  # a peer profiler's gem, loaded if it installs on this Ruby (rperf needs 3.4's APIs)
+  def peer?(name)
+    require name
+    true
+  rescue LoadError
+    false
+  end
 end

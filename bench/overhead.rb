@@ -36,12 +36,7 @@ SETUPS = %w[unprofiled hakari stackprof].freeze
 # and no profiler but a bare C thread that sleeps 1 ms at a time (CWork.sleeper_start): what the
 # wake-ups of any 1000 Hz timer thread alone cost the program, which stackprof does not pay
 # and rperf (cpu mode, 1000 Hz) where it installs: Ruby 3.4+
-RPERF = begin
-  require "rperf"
-  true
-rescue LoadError
-  false
-end
+RPERF = BenchExt.peer?("rperf")
 STEADY_SETUPS = (SETUPS + %w[hakari@250 sleeper] + (RPERF ? %w[rperf] : [])).freeze
 WORKLOADS = %w[fib kramdown].freeze
 DEPTHS = [20, 200].freeze

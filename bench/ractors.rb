@@ -18,15 +18,11 @@
 $VERBOSE = nil # Ruby's "Ractor is experimental"
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "hakari"
+require_relative "bench_ext"
 require_relative "paired_stats"
 
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "31"))
-RPERF = begin
-  require "rperf"
-  true
-rescue LoadError
-  false
-end
+RPERF = BenchExt.peer?("rperf")
 SETUPS = (%w[unprofiled hakari-cpu hakari-wall] + (RPERF ? %w[rperf-cpu] : [])).freeze
 WORK = 2_000_000 # iterations per Ractor and on the main thread: about 100 ms each on this VM
 
