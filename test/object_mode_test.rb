@@ -166,13 +166,16 @@ class ObjectModeTest < Minitest::Test
   # watch: 0.2: the hook on for a fifth of the objects, in windows; each sample stands for its
   # window's objects and the stretch before it, counted by Ruby. Phases of 100 000 objects and
   # more keep their counts within 3 % (the bench's ground truth: within 2 % at 50 000 and more);
-  # every object is in the total, and the hook saw about a fifth of them.
+  # every object is in the total, and the hook saw about a fifth of them. A last phase that is not
+  # counted takes the objects after the last window, which no sample stands for (a CI run on a
+  # slow machine, whose worker waited for a core, left 19 000 of the hashes there when they came last).
   def test_watch_windows_count_every_phase_from_a_fifth_of_the_objects
     Allocs.all
     profile = Hakari.start(mode: :object, watch: 0.2) do
       Allocs.strings(300_000)
       Allocs.arrays(200_000)
       Allocs.hashes(100_000)
+      Allocs.long_strings(30_000)
     end
     c = profile.counters
     assert_in_delta 0.2, c[:watch], 1e-9
@@ -180,8 +183,8 @@ class ObjectModeTest < Minitest::Test
       ["ObjectModeTest::Allocs.hashes", "Hash"] => 100_000 }.each do |(frame, klass), truth|
       assert_in_delta truth, objects(profile, frame, klass), truth * 0.03, "#{frame} #{klass}"
     end
-    assert_operator c[:object_count], :>=, 600_000
-    assert_operator c[:object_count], :<, 600_000 + 5_000
+    assert_operator c[:object_count], :>=, 630_000
+    assert_operator c[:object_count], :<, 630_000 + 5_000
     assert_operator c[:objects_watched], :>, c[:object_count] * 0.1
     assert_operator c[:objects_watched], :<, c[:object_count] * 0.3
     # the samples add up to Ruby's count, but for the objects after the last window (counted:

@@ -63,13 +63,15 @@ class SessionReuseTest < Minitest::Test
     assert_operator third, :<, 64 * 1024, "the third start allocated #{third} bytes"
   end
 
-  # more locations than start reserves (4096): the tables grow, and stop gives them all back
+  # more locations than start reserves (4096): the tables grow, and stop gives them all back. Each
+  # chain's leaf spins 0.1 s of CPU: at 0.02 s a slow CI machine had samples in only 3 chains of 6
+  # (a sample is lost when the worker, kept off its core, leaves the ring full of 900-frame captures).
   def test_a_session_that_outgrew_its_tables_gives_them_back
     deep, after = run_child(<<~'RUBY')
       # 6 chains of 900 methods, each a location of its own
       6.times do |c|
         900.times do |i|
-          body = i == 899 ? "t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) + 0.02; nil while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) < t" : "c#{c}_#{i + 1}"
+          body = i == 899 ? "t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) + 0.1; nil while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) < t" : "c#{c}_#{i + 1}"
           eval("def c#{c}_#{i}; #{body}; end")
         end
       end

@@ -43,8 +43,6 @@
 static int tsc_usable; /* read once at load: the clocksource does not change under a running program */
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
 static rb_postponed_job_handle_t job_handle;
-/* async-signal-safe, any thread: the job, on the calling Ruby thread (S.trigger) */
-static void trigger_job(void) { rb_postponed_job_trigger(job_handle); }
 #endif
 
 /* Clock c at the latest tick, if the worker read that clock (and how its
@@ -293,9 +291,13 @@ HK_HOT static void sample_job(void *arg)
     for (size_t off = 0; off < offsetof(hk_sampler, ring.cons); off += 64) __builtin_prefetch((const char *)&S + off);
     hk_stack_walk_prefetch();
     if (!S.running || S.building) return;
-    if (S.ractors_started && !in_main_ractor()) {
-        __atomic_store_n(&S.job_stolen, 1, __ATOMIC_RELAXED);
-        return;
+    if (S.ractors_started) {
+        if (!in_main_ractor()) {
+            __atomic_store_n(&S.job_stolen, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        /* the job ran here after all: no main thread need ask for it again */
+        if (__atomic_load_n(&S.job_stolen, __ATOMIC_RELAXED)) __atomic_store_n(&S.job_stolen, 0, __ATOMIC_RELAXED);
     }
     if (S.cfg.mode == HK_MODE_WALL) __atomic_store_n(&S.job_ran, 1, __ATOMIC_RELAXED);
     if (S.any_own && on_own_thread()) return;
@@ -401,7 +403,8 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.tick.clock = (clockid_t)-1; /* no tick yet */
     S.job_ran = 1;                /* flag_threads: from the second tick on */
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
-    S.trigger = trigger_job;
+    S.job_handle = job_handle;
+    S.has_job_handle = 1;
 #endif
     S.start_real_ns = hk_clock_ns(CLOCK_REALTIME);
     S.start_mono_ns = hk_clock_ns(CLOCK_MONOTONIC);
@@ -416,6 +419,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.start_process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID); /* before the threads' own readings */
     S.mn = hk_mn_start();
     hk_sampler_threads_start();
+    hk_ractors_reset();
     /* other Ractors' threads: sampled apart (sampler_ractors.c), through a thread event hook */
     if (timed && !cfg->no_state_hooks) hk_ractors_start(S.period_ns);
     VALUE cur = rb_thread_current();
@@ -550,6 +554,7 @@ int hk_sampler_end(void (*at_end)(void *), void *arg)
     int timed = !HK_MODE_COUNTS_OBJECTS(S.cfg.mode);
     if (!timed) hk_objects_stop(); /* no object of stop's own is sampled */
     int64_t tail = timed ? own_tail(cur, tail_parts) : 0;
+    hk_ractors_stop(); /* other Ractors' samples end here too */
     S.stop_mono_ns = hk_clock_ns(CLOCK_MONOTONIC); /* where the duration ends, with the tail */
     S.process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     /* and the other threads' time up to here, where they wait */
@@ -564,7 +569,6 @@ int hk_sampler_end(void (*at_end)(void *), void *arg)
     hk_sampler_exits_stop();
     hk_sampler_holder_stop();
     hk_sampler_take_exits();
-    hk_ractors_stop();
     if (S.cfg.mode == HK_MODE_CPU) hk_cpu_clock_stop();
     else if (timed) hk_timer_stop();
     if (at_end) at_end(arg);

@@ -29,6 +29,7 @@
 #define HK_SAMPLER_INT_H
 
 #include <ruby.h>
+#include <ruby/debug.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
@@ -202,9 +203,12 @@ typedef struct hk_sampler {
     /* A thread of another Ractor ran the postponed jobs while the tick's job was pending (Ruby's
      * job bits are the VM's): the job did nothing there, and the main thread that takes the GVL
      * next asks for it again (sampler_threads.c), so that a thread waking from a wait is sampled
-     * in the call it waited in. trigger: the job's handle, where Ruby has one (3.3+), else NULL. */
+     * in the call it waited in. The job's handle, where Ruby has one (3.3+: has_job_handle). */
     int job_stolen;
-    void (*trigger)(void);
+    int has_job_handle;
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+    rb_postponed_job_handle_t job_handle;
+#endif
 } hk_sampler;
 
 extern hk_sampler hk_the_sampler;
@@ -443,6 +447,9 @@ static inline int64_t hk_sampler_thread_cpu(const hk_thread *t, clockid_t native
 /* ctx: main Ractor's GVL. At start (after the walker): 1 when their threads are sampled from now
  * on, 0 when not on this Ruby, -1 on failure (out of memory). init: once, at load. */
 int hk_ractors_start(int64_t period_ns);
+/* ctx: GVL, at every start (before hk_ractors_start, whatever the mode): the last profile's
+ * samples, threads and counters of other Ractors go */
+void hk_ractors_reset(void);
 void hk_ractors_init(void);
 /* ctx: GVL, at stop: no sample is written after it returns (what was is resolved later);
  * forget: in a forked child */

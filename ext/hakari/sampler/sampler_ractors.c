@@ -49,6 +49,8 @@
 #endif
 
 #define RACTOR_RING_WORDS (1 << 16) /* 512 KB, made at the first Ractor's thread */
+/* the deepest stack a sample keeps: a quarter of the ring at most (a [truncated] root below) */
+#define RACTOR_MAX_DEPTH ((RACTOR_RING_WORDS / 4 - (int)HK_RACTOR_HEAD_WORDS) / 2 - 1)
 
 #ifdef HK_RACTOR_SAMPLING
 
@@ -81,13 +83,25 @@ static struct {
     int64_t period_ns;
     pthread_t ticker;
     int ticking, stop;
+    pthread_mutex_t wait_lock; /* the ticker's waits, which stop cuts short */
+    pthread_cond_t wake;
     int64_t ticker_cpu;   /* the ticker's CPU, read as it stopped */
     uint64_t dropped;     /* samples lost: no room in the ring, or in the table */
     uint64_t sampled;     /* threads sampled */
     uint64_t jobs, job_ns; /* the jobs that took a sample, and their time (monotonic ns) */
     uint32_t n;           /* records in use (stored with release) */
     rthread threads[HK_RACTOR_THREADS];
-} R = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} R = {.lock = PTHREAD_MUTEX_INITIALIZER, .wait_lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* the ticker's condition variable, timed on the monotonic clock as its waits are */
+static void init_wake(void)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&R.wake, &attr);
+    pthread_condattr_destroy(&attr);
+}
 
 static int64_t clock_now(clockid_t c)
 {
@@ -103,7 +117,7 @@ static rthread *find(VALUE th)
 {
     uint32_t n = __atomic_load_n(&R.n, __ATOMIC_ACQUIRE);
     for (uint32_t i = 0; i < n; i++)
-        if (R.threads[i].thread == th) return &R.threads[i];
+        if (__atomic_load_n(&R.threads[i].thread, __ATOMIC_ACQUIRE) == th) return &R.threads[i];
     return NULL;
 }
 
@@ -133,34 +147,41 @@ static int install_signal(void)
     return 0;
 }
 
-static void sleep_ns(int64_t ns)
+/* the ticker waits ns (CLOCK_MONOTONIC), or until stop; 1 when stopping */
+static int wait_ns(int64_t ns)
 {
-    struct timespec ts = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    int64_t until = clock_now(CLOCK_MONOTONIC) + ns;
+    struct timespec ts = {(time_t)(until / 1000000000LL), (long)(until % 1000000000LL)};
+    pthread_mutex_lock(&R.wait_lock);
+    while (!R.stop && pthread_cond_timedwait(&R.wake, &R.wait_lock, &ts) == 0) {}
+    int stop = R.stop;
+    pthread_mutex_unlock(&R.wait_lock);
+    return stop;
 }
 
 /* The ticker: once a period, each thread of another Ractor that holds its GVL is signalled, the
- * signals spread over the period. */
+ * signals spread over the period. A thread's native thread is read just before its signal: it
+ * may have let the GVL go since (its tid is then 0), or moved. */
 static void *ticker(void *arg)
 {
     (void)arg;
     prctl(PR_SET_NAME, "hakari-ractors", 0, 0, 0);
     pid_t pid = getpid();
-    int tids[HK_RACTOR_THREADS];
-    while (!__atomic_load_n(&R.stop, __ATOMIC_ACQUIRE)) {
+    uint32_t slots[HK_RACTOR_THREADS];
+    int stop = 0;
+    while (!stop) {
         int k = 0;
         uint32_t n = __atomic_load_n(&R.n, __ATOMIC_ACQUIRE);
-        for (uint32_t i = 0; i < n; i++) {
-            int tid = __atomic_load_n(&R.threads[i].tid, __ATOMIC_RELAXED);
-            if (tid) tids[k++] = tid;
-        }
+        for (uint32_t i = 0; i < n; i++)
+            if (__atomic_load_n(&R.threads[i].tid, __ATOMIC_RELAXED)) slots[k++] = i;
         if (!k) {
-            sleep_ns(R.period_ns);
+            stop = wait_ns(R.period_ns);
             continue;
         }
-        for (int i = 0; i < k && !__atomic_load_n(&R.stop, __ATOMIC_ACQUIRE); i++) {
-            syscall(SYS_tgkill, pid, tids[i], R.signo);
-            sleep_ns(R.period_ns / k);
+        for (int i = 0; i < k && !stop; i++) {
+            int tid = __atomic_load_n(&R.threads[slots[i]].tid, __ATOMIC_RELAXED);
+            if (tid) syscall(SYS_tgkill, pid, tid, R.signo);
+            stop = wait_ns(R.period_ns / k);
         }
     }
     return NULL;
@@ -172,8 +193,14 @@ static int first_thread_locked(void)
     if (R.ticking) return 0;
     if (!RS.ring.words && hk_ring_init(&RS.ring, RACTOR_RING_WORDS) < 0) return -1;
     if (!R.signo && !(R.signo = install_signal())) return -1;
-    __atomic_store_n(&R.stop, 0, __ATOMIC_RELEASE);
-    if (pthread_create(&R.ticker, NULL, ticker, NULL) != 0) return -1;
+    R.stop = 0;
+    /* the ticker takes none of the process's signals: it starts with all of them blocked */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&R.ticker, NULL, ticker, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) return -1;
     R.ticking = 1;
     return 0;
 }
@@ -327,23 +354,36 @@ static int check_layout(void)
     return *(const VALUE *)r == cur && *(const uint32_t *)((const char *)r + sizeof(VALUE)) == 1;
 }
 
-int hk_ractors_start(int64_t period_ns)
+/* what a profile counts and keeps of other Ractors' threads, emptied (no thread of theirs runs
+ * a job: stopped, or in a forked child) */
+static void reset(void)
 {
-    if (!hk_stack_walk_thread_of(rb_thread_current())) return 0; /* no walker to tell Ractors apart */
-    pthread_mutex_lock(&R.lock);
-    R.wall = S.cfg.mode == HK_MODE_WALL;
-    R.period_ns = period_ns;
-    R.dropped = 0;
-    R.sampled = 0;
-    R.jobs = R.job_ns = 0;
+    R.dropped = R.sampled = R.jobs = R.job_ns = 0;
     R.ticker_cpu = 0;
     R.n = 0;
     RS.nthreads = 0;
     if (RS.ring.words) hk_ring_clear(&RS.ring);
-    if (R.depth != S.cfg.max_depth || !R.lines) {
+}
+
+void hk_ractors_reset(void)
+{
+    pthread_mutex_lock(&R.lock);
+    reset();
+    pthread_mutex_unlock(&R.lock);
+}
+
+int hk_ractors_start(int64_t period_ns)
+{
+    /* no walker to tell Ractors apart, or no job of its own (Ruby's table of them is full) */
+    if (!hk_stack_walk_thread_of(rb_thread_current()) || R.job == POSTPONED_JOB_HANDLE_INVALID) return 0;
+    int depth = S.cfg.max_depth < RACTOR_MAX_DEPTH ? S.cfg.max_depth : RACTOR_MAX_DEPTH;
+    pthread_mutex_lock(&R.lock);
+    R.wall = S.cfg.mode == HK_MODE_WALL;
+    R.period_ns = period_ns;
+    if (R.depth != depth || !R.lines) {
         free(R.lines);
-        R.lines = malloc(((size_t)S.cfg.max_depth + 1) * sizeof(int));
-        R.depth = S.cfg.max_depth;
+        R.lines = malloc(((size_t)depth + 1) * sizeof(int));
+        R.depth = depth;
     }
     pthread_mutex_unlock(&R.lock);
     if (!R.lines) return -1;
@@ -352,8 +392,9 @@ int hk_ractors_start(int64_t period_ns)
                                                RUBY_INTERNAL_THREAD_EVENT_RESUMED | RUBY_INTERNAL_THREAD_EVENT_SUSPENDED |
                                                    RUBY_INTERNAL_THREAD_EVENT_READY | RUBY_INTERNAL_THREAD_EVENT_EXITED,
                                                NULL);
+    if (!R.hook) return -1;
     __atomic_store_n(&R.on, 1, __ATOMIC_RELEASE);
-    return R.hook ? 1 : -1;
+    return 1;
 }
 
 void hk_ractors_stop(void)
@@ -370,7 +411,10 @@ void hk_ractors_stop(void)
     if (!ticking) return;
     clockid_t c;
     if (pthread_getcpuclockid(R.ticker, &c) == 0) R.ticker_cpu = clock_now(c);
-    __atomic_store_n(&R.stop, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&R.wait_lock);
+    R.stop = 1;
+    pthread_cond_signal(&R.wake);
+    pthread_mutex_unlock(&R.wait_lock);
     pthread_join(R.ticker, NULL);
 }
 
@@ -378,10 +422,13 @@ void hk_ractors_forget(void)
 {
     /* the ticker did not survive the fork; the lock may have been held by a thread that did not */
     pthread_mutex_init(&R.lock, NULL);
+    pthread_mutex_init(&R.wait_lock, NULL);
+    init_wake();
     R.on = 0;
     R.ticking = 0;
     if (R.hook) rb_internal_thread_remove_event_hook(R.hook);
     R.hook = NULL;
+    reset(); /* the parent's samples are the parent's */
 }
 
 uint64_t hk_ractors_dropped(void) { return R.dropped; }
@@ -399,16 +446,20 @@ uint64_t hk_ractors_ticker_cpu_ns(void)
     return (uint64_t)R.ticker_cpu;
 }
 
-void hk_ractors_init(void) { R.job = rb_postponed_job_preregister(0, ractor_job, NULL); }
+void hk_ractors_init(void)
+{
+    init_wake();
+    R.job = rb_postponed_job_preregister(0, ractor_job, NULL);
+}
 
 #else /* Ractors' threads are not sampled on this Ruby */
 
 int hk_ractors_start(int64_t period_ns)
 {
     (void)period_ns;
-    RS.nthreads = 0;
     return 0;
 }
+void hk_ractors_reset(void) { RS.nthreads = 0; }
 void hk_ractors_stop(void) {}
 void hk_ractors_forget(void) {}
 uint64_t hk_ractors_dropped(void) { return 0; }

@@ -327,6 +327,7 @@ static void resolve_ractor_sample(const hk_ractor_sample *h, const uint64_t *wor
     const VALUE *frames = (const VALUE *)words;
     const uint64_t *lines = words + h->n;
     uint32_t *key = S.key_buf;
+    if (h->n > (uint32_t)S.cfg.max_depth) goto lost; /* never: the key buffer is sized for max_depth */
     S.key_n = 0;
     uint32_t m = 0;
     key[m++] = h->seq;

@@ -360,8 +360,13 @@ static void on_gvl_event(rb_event_flag_t ev, const rb_internal_thread_event_data
     }
     if (data) __atomic_store_n(&S.holder, vm_thread, __ATOMIC_RELAXED);
     /* the tick's job went to another Ractor's thread: this one runs it, where it went on */
-    if (__atomic_load_n(&S.job_stolen, __ATOMIC_RELAXED) && S.trigger && __atomic_exchange_n(&S.job_stolen, 0, __ATOMIC_RELAXED))
-        S.trigger();
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+    if (__atomic_load_n(&S.job_stolen, __ATOMIC_RELAXED) && S.has_job_handle && vm_thread &&
+        __atomic_exchange_n(&S.job_stolen, 0, __ATOMIC_RELAXED)) {
+        rb_postponed_job_trigger(S.job_handle);
+        hk_stack_walk_flag_jobs(vm_thread); /* under M:N Ruby's trigger may flag another context */
+    }
+#endif
     /* cleared before the worker's flag is read, as the worker sets its flag before reading this
      * (cpu_clock.c): one of the two sees the other, so no idle sleep outlasts this take */
     __atomic_store_n(&gvl_free, 0, __ATOMIC_SEQ_CST);
