@@ -216,10 +216,10 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
                                           {.key = hk_profile_string(p, "timestamp"),
                                            .num_unit = hk_profile_string(p, "nanoseconds")}};
     const size_t fixed = s->cfg.aggregate ? 2 : 3;
-    uint32_t ractor_key = hk_profile_string(p, "ractor");
     /* Ractors' jobs may number more threads meanwhile (a snapshot): theirs have no sample here */
     const uint32_t nseq = __atomic_load_n(&s->nseq, __ATOMIC_RELAXED);
     ractor_of = objects ? NULL : ractor_labels(nseq, p);
+    uint32_t ractor_key = ractor_of ? hk_profile_string(p, "ractor") : 0;
     hk_label_kv kv[HK_MAX_LABELS];
     uint32_t state_str[HK_NSTATES];
     for (int i = 0; i < HK_NSTATES; i++) state_str[i] = hk_profile_string(p, state_label[i]);
