@@ -103,15 +103,8 @@ static void init_wake(void)
     pthread_condattr_destroy(&attr);
 }
 
-static int64_t clock_now(clockid_t c)
-{
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* the calling thread's clock in the profile's mode */
-static int64_t mode_clock(void) { return clock_now(R.wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID); }
+static int64_t mode_clock(void) { return hk_clock_ns(R.wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID); }
 
 static rthread *find(VALUE th)
 {
@@ -150,7 +143,7 @@ static int install_signal(void)
 /* the ticker waits ns (CLOCK_MONOTONIC), or until stop; 1 when stopping */
 static int wait_ns(int64_t ns)
 {
-    int64_t until = clock_now(CLOCK_MONOTONIC) + ns;
+    int64_t until = hk_clock_ns(CLOCK_MONOTONIC) + ns;
     struct timespec ts = {(time_t)(until / 1000000000LL), (long)(until % 1000000000LL)};
     pthread_mutex_lock(&R.wait_lock);
     while (!R.stop && pthread_cond_timedwait(&R.wake, &R.wait_lock, &ts) == 0) {}
@@ -299,7 +292,7 @@ static void ractor_job(void *arg)
     if (!__atomic_load_n(&R.on, __ATOMIC_ACQUIRE)) return;
     rthread *t = find(rb_thread_current());
     if (!t || t->state != HK_STATE_RUNNING) return;
-    int64_t now = mode_clock(), w0 = clock_now(CLOCK_MONOTONIC);
+    int64_t now = mode_clock(), w0 = hk_clock_ns(CLOCK_MONOTONIC);
     t->parts[HK_STATE_RUNNING] += now - t->since;
     t->since = now;
     pthread_mutex_lock(&R.lock);
@@ -329,7 +322,7 @@ static void ractor_job(void *arg)
     /* cut at max_depth like any sample: the root's frames go, a [truncated] root stands for them */
     int keep = n > R.depth ? R.depth - 1 : n;
     *h = (hk_ractor_sample){.seq = t->seq, .n = (uint32_t)keep, .truncated = n > R.depth};
-    if (!S.cfg.aggregate) h->time_ns = clock_now(CLOCK_REALTIME);
+    if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
     memcpy(h->parts, t->parts, sizeof(h->parts));
     memset(t->parts, 0, sizeof(t->parts));
     h->before = t->before;
@@ -339,7 +332,7 @@ static void ractor_job(void *arg)
     for (int i = 0; i < keep; i++) lines[i] = (uint64_t)(R.lines[i] < 0 ? 0 : R.lines[i]);
     hk_ring_commit(&RS.ring, HK_RACTOR_HEAD_WORDS + 2 * (size_t)keep);
     R.jobs++;
-    R.job_ns += (uint64_t)(clock_now(CLOCK_MONOTONIC) - w0);
+    R.job_ns += (uint64_t)(hk_clock_ns(CLOCK_MONOTONIC) - w0);
     pthread_mutex_unlock(&R.lock);
 }
 
@@ -410,7 +403,7 @@ void hk_ractors_stop(void)
     pthread_mutex_unlock(&R.lock);
     if (!ticking) return;
     clockid_t c;
-    if (pthread_getcpuclockid(R.ticker, &c) == 0) R.ticker_cpu = clock_now(c);
+    if (pthread_getcpuclockid(R.ticker, &c) == 0) R.ticker_cpu = hk_clock_ns(c);
     pthread_mutex_lock(&R.wait_lock);
     R.stop = 1;
     pthread_cond_signal(&R.wake);
@@ -442,7 +435,7 @@ void hk_ractors_jobs(uint64_t *count, uint64_t *ns)
 uint64_t hk_ractors_ticker_cpu_ns(void)
 {
     clockid_t c;
-    if (R.ticking && pthread_getcpuclockid(R.ticker, &c) == 0) return (uint64_t)clock_now(c);
+    if (R.ticking && pthread_getcpuclockid(R.ticker, &c) == 0) return (uint64_t)hk_clock_ns(c);
     return (uint64_t)R.ticker_cpu;
 }
 
