@@ -183,6 +183,42 @@ class LabelsTest < Minitest::Test
     assert_operator spinner, :<=, until_spun + 5e6, "the block took #{spun} ns, #{until_spun} ns from the start"
   end
 
+  # A thread's time in another state than running is not sampled but taken by its next sample:
+  # a block that ends before the next tick leaves it to whatever runs then. Hakari.label takes
+  # it as the labels change, under the block's labels (at 10 Hz no tick comes in the block).
+  def test_a_short_block_keeps_its_time_off_the_gvl_and_in_the_gc
+    gvl_events = Gem::Version.new(RUBY_VERSION) >= Gem::Version.new("3.3")
+    slept = at = nil
+    wall = Hakari.start(mode: :wall, frequency: 10) do
+      at = __LINE__ + 1
+      Hakari.label(job: "sleeps") { slept = Workloads.elapsed_ns { sleep 0.02 } }
+      Workloads.spin(0.15)
+    end
+    blocked = ->(row) { row[0][0][0] == "[GVL blocked]" }
+    all_blocked = wall[:samples].select(&blocked).sum { |row| row[1] }
+    assert_operator all_blocked, :>=, 20e6, "every lane: the sleep is blocked time"
+    if gvl_events
+      sets = wall[:label_sets]
+      labelled = wall[:samples].select { |row| blocked.(row) && sets[row.last][:job] == "sleeps" }
+      assert_operator labelled.sum { |row| row[1] }, :>=, 20e6, "under the block's labels"
+      assert_operator labelled.sum { |row| row[1] }, :<=, slept + 2e6
+      # where the labels changed: the test's block, under the state's leaf, not Hakari.label
+      assert_equal [["LabelsTest##{__method__}", __FILE__, at]], labelled.map { |row| row[0][1] }.uniq
+    end
+    cpu = Hakari.start(mode: :cpu, frequency: 10) do
+      Hakari.label(job: "collects") { GC.start }
+      Workloads.spin(0.15)
+    end
+    gc = cpu[:samples].select { |row| row[0][0][0].start_with?("[GC ") }
+    # 3.1's GC is not timed (its GC hooks slow every allocation): no such frame there
+    if gvl_events
+      refute_empty gc
+      assert_equal ["collects"], gc.map { |row| cpu[:label_sets][row.last][:job] }.uniq
+    else
+      assert_empty gc
+    end
+  end
+
   def test_a_fiber_switching_inside_a_block_keeps_each_fiber_s_labels
     profile = Hakari.start(mode: :cpu) do
       f = Fiber.new do

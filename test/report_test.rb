@@ -42,6 +42,9 @@ class ReportTest < Minitest::Test
   # a cpu profile of fib on the main thread and helper on another, each for about so many
   # seconds of CPU (tens of periods: a few would be sampled by chance), saved as pprof
   def recorded(name, fib: 0.05, helper: 0.05)
+    # the suite's garbage is swept before, not in the profile (a CI run's base profile of 85 ms
+    # held 20 ms of an earlier test's lazy sweep, which then outranked fib in the diff)
+    GC.start
     data = Hakari.start(mode: :cpu) do
       t = Thread.new { for_cpu(helper) { helper(20) } }
       for_cpu(fib) { Workloads.fib(22) }

@@ -79,6 +79,7 @@ static void collect(label_args *a, VALUE pos, VALUE kw)
 
 static VALUE restore_slot(VALUE prev)
 {
+    hk_sampler_labels_changing();
     rb_thread_local_aset(rb_thread_current(), id_slot, prev);
     return Qnil;
 }
@@ -140,6 +141,7 @@ static VALUE hakari_label(int argc, VALUE *argv, VALUE self)
     VALUE prev = profiling ? rb_thread_local_aref(rb_thread_current(), id_slot) : Qnil;
     VALUE now = merged_slot(pos, kw, profiling, prev);
     if (!profiling) return block ? rb_yield(Qundef) : Qnil;
+    hk_sampler_labels_changing();
     rb_thread_local_aset(rb_thread_current(), id_slot, now);
     if (!block) return Qnil;
     return rb_ensure(yield_block, Qnil, restore_slot, prev);

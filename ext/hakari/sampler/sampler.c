@@ -309,6 +309,32 @@ HK_HOT static void sample_job(void *arg)
     S.sampling_time += cost_clock() - t0;
 }
 
+/* ctx: GVL, Hakari.label, just before the calling fiber's labels change. The thread's time
+ * since its latest sample that it did not run (sampler_states.c hk_states_pending) goes under
+ * the labels it was spent in, at the stack that changes them: a sample that only tells where
+ * the thread is, and its state parts (its running time stays with its next tick). The capture
+ * comes first: with no room in the ring, the time stays for the next sample. */
+void hk_sampler_labels_changing(void)
+{
+    if (!S.running || S.building || HK_MODE_COUNTS_OBJECTS(S.cfg.mode)) return;
+    if (S.ractors_started && !in_main_ractor()) return; /* the ring's one writer is the main Ractor */
+    hk_thread *t = hk_sampler_thread_of(rb_thread_current());
+    if (!t || t->own || !hk_states_pending(t)) return;
+    uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room);
+    if (!at) return;
+    uint64_t w0 = cost_clock();
+    long words = hk_stack_walk_capture(at + HEAD_WORDS, S.capture_room);
+    S.capture_time += cost_clock() - w0;
+    if (words <= 0) return;
+    hk_states_take_ahead(t, S.parts);
+    if (!t->seq) t->seq = hk_sampler_next_seq();
+    sample_head *h = (sample_head *)at;
+    *h = (sample_head){.state = HK_TICK_RUNNING | HK_HEAD_STACK_ONLY, .seq = t->seq, .labels = hk_labels_of(t->thread)};
+    if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
+    hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
+    hk_sampler_take_parts(t, S.parts);
+}
+
 hk_leaf hk_sampler_leaf_now(void)
 {
     const void *slot = __atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED);

@@ -265,21 +265,24 @@ hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *st)
             nloc--;
         /* A job whose tick came in the program's last period may run in hakari's own exit
          * work (Hakari::Autorun.finish, Hakari.stop): that time is the program's, and goes to
-         * the frame that called hakari, as the stop-time tail's does. */
-        uint32_t own = 0;
-        while (own + 1 < nloc) {
-            const char *name = hk_profile_str(p, hk_profile_func(p, p->locations[locs[own] - 1].function_id)->name);
+         * the frame that called hakari, as the stop-time tail's does. So does a thread's time in
+         * another state taken as Hakari.label changes its labels (sampler.c
+         * hk_sampler_labels_changing): its state's leaf stays on top. */
+        VALUE leaf = nkey > 2 ? s->locs[key[nkey - 1] - 1].frame : Qnil;
+        uint32_t first = HK_FRAME_STATE_P(leaf) ? 1 : 0, own = 0;
+        while (first + own + 1 < nloc) {
+            const char *name =
+                hk_profile_str(p, hk_profile_func(p, p->locations[locs[first + own] - 1].function_id)->name);
             if (!hk_sampler_own_label(name, (long)strlen(name))) break;
             own++;
         }
         /* in object mode, the objects hakari made itself (starting, stopping) are not the program's */
         if (own && objects) continue;
         if (own) {
-            memmove(locs, locs + own, (nloc - own) * sizeof(*locs));
+            memmove(locs + first, locs + first + own, (nloc - first - own) * sizeof(*locs));
             nloc -= own;
         }
         labels[0].num = seq;
-        VALUE leaf = nkey > 2 ? s->locs[key[nkey - 1] - 1].frame : Qnil;
         labels[1].str = objects ? class_name(p, s, HK_CONTEXT_CLASS(key[1]))
                                 : state_str[HK_FRAME_STATE_P(leaf) ? FIX2LONG(leaf) : HK_STATE_RUNNING];
         hk_profile_add_sample(p, locs, nloc, values, labels, fixed + nuser);

@@ -77,6 +77,9 @@ typedef struct hk_thread {
     int64_t gc_mark, gc_sweep; /* on the profile's clock, added by the GC's events */
     void *gvl;                 /* its GVL record (wall mode, Rubies with thread event hooks), or NULL */
     int64_t gvl_blocked, gvl_wait; /* that record's totals at its latest sample */
+    /* its time in other states already taken at a change of its labels (hk_states_take_ahead),
+     * which the weight of its next sample or samples also holds: left out of them */
+    int64_t ahead;
     /* wall mode without GVL events: at its own latest sample, its CPU clock (-1: unknown) and
      * its time runnable but kept off a core (hk_thread_run_delay_ns; -1: unknown) */
     int64_t cpu_mark, delay_mark;
@@ -485,6 +488,13 @@ enum { HK_SPLIT_WAITING, HK_SPLIT_OWN, HK_SPLIT_OWN_END };
  * events, a thread's own time off CPU is taken to be blocked (HK_SPLIT_OWN: read when the
  * sample is long enough to hold a block; HK_SPLIT_OWN_END: always). */
 int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int64_t parts[HK_NSTATES]);
+/* ctx: GVL, t the calling thread. Whether it spent time in another state than running since
+ * its latest sample that no sample holds yet (a GC's steps; in wall mode, where Ruby has GVL
+ * events, time off the GVL or waiting for it). */
+int hk_states_pending(const hk_thread *t);
+/* ctx: GVL, t the calling thread. That time, into parts[state], now: its next sample's weight
+ * leaves it out (t->ahead). */
+void hk_states_take_ahead(hk_thread *t, int64_t parts[HK_NSTATES]);
 /* wall mode: when a thread that started while profiling began (monotonic ns), or -1 */
 int64_t hk_states_born(VALUE thread);
 /* the thread's GVL state now (HK_STATE_RUNNING where it has no record) */

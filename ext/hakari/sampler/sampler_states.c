@@ -231,6 +231,7 @@ void hk_states_thread(hk_thread *t, int running)
     t->gc_mark = t->gc_sweep = 0;
     t->gvl = NULL;
     t->gvl_blocked = t->gvl_wait = 0;
+    t->ahead = 0;
     t->cpu_mark = t->delay_mark = -1;
 #ifdef HK_GVL_EVENTS
     if (!gvl_hook_handle) {
@@ -292,6 +293,12 @@ int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int6
 {
     memset(parts, 0, HK_NSTATES * sizeof(*parts));
     int64_t left = weight > 0 ? weight : 0;
+    /* what a change of its labels took already (hk_states_take_ahead) is in no sample twice */
+    if (t->ahead > 0) {
+        int64_t a = t->ahead > left ? left : t->ahead;
+        t->ahead -= a;
+        left -= a;
+    }
     /* Without GVL events (3.1), the job's own sample of a thread that just woke covers the
      * stretch it was blocked in, which no other thread's sample saw, and so does a thread's
      * time up to its end: its time since its previous own sample that it neither ran nor
@@ -317,9 +324,11 @@ int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int6
     if (t->gvl && S.cfg.mode == HK_MODE_WALL) {
         int64_t b, w;
         gvl_totals(t->gvl, to, &b, &w);
+        /* the marks only go forward: a change of labels may have taken the totals up to a later
+         * time than this sample's tick */
         int64_t db = b - t->gvl_blocked, dw = w - t->gvl_wait;
-        t->gvl_blocked = b;
-        t->gvl_wait = w;
+        if (db > 0) t->gvl_blocked = b;
+        if (dw > 0) t->gvl_wait = w;
         parts[HK_STATE_BLOCKED] = db > left ? left : db > 0 ? db : 0;
         left -= parts[HK_STATE_BLOCKED];
         parts[HK_STATE_WAIT] = dw > left ? left : dw > 0 ? dw : 0;
@@ -338,6 +347,41 @@ int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int6
     parts[HK_STATE_GC_MARK] = m;
     parts[HK_STATE_GC_SWEEP] = s;
     return left;
+}
+
+/* The labels a thread's time goes under are those of its fiber at the sample that takes it. Its
+ * running time is sampled: a tick's period goes to what ran at the tick. Its time in other
+ * states since its latest sample is not: a wait for the GVL inside a labelled block, or a short
+ * blocking call, would go under the labels of wherever its next tick found the thread, after
+ * the block, another request's or none. So where the labels change, that time is taken then. */
+int hk_states_pending(const hk_thread *t)
+{
+    if (t->gc_mark > 0 || t->gc_sweep > 0) return 1;
+#ifdef HK_GVL_EVENTS
+    if (t->gvl && S.cfg.mode == HK_MODE_WALL) {
+        int64_t b, w;
+        gvl_totals(t->gvl, hk_clock_ns(CLOCK_MONOTONIC), &b, &w);
+        return b > t->gvl_blocked || w > t->gvl_wait;
+    }
+#endif
+    return 0;
+}
+
+void hk_states_take_ahead(hk_thread *t, int64_t parts[HK_NSTATES])
+{
+    memset(parts, 0, HK_NSTATES * sizeof(*parts));
+#ifdef HK_GVL_EVENTS
+    if (t->gvl && S.cfg.mode == HK_MODE_WALL) {
+        int64_t b, w;
+        gvl_totals(t->gvl, hk_clock_ns(CLOCK_MONOTONIC), &b, &w);
+        if (b > t->gvl_blocked) parts[HK_STATE_BLOCKED] = b - t->gvl_blocked, t->gvl_blocked = b;
+        if (w > t->gvl_wait) parts[HK_STATE_WAIT] = w - t->gvl_wait, t->gvl_wait = w;
+    }
+#endif
+    parts[HK_STATE_GC_MARK] = t->gc_mark > 0 ? t->gc_mark : 0;
+    parts[HK_STATE_GC_SWEEP] = t->gc_sweep > 0 ? t->gc_sweep : 0;
+    t->gc_mark = t->gc_sweep = 0;
+    for (int s = HK_STATE_RUNNING + 1; s < HK_NSTATES; s++) t->ahead += parts[s];
 }
 
 /* ---- lifecycle --------------------------------------------------------------- */
