@@ -311,28 +311,29 @@ HK_HOT static void sample_job(void *arg)
 
 /* ctx: GVL, Hakari.label, just before the calling fiber's labels change. The thread's time
  * since its latest sample that it did not run (sampler_states.c hk_states_pending) goes under
- * the labels it was spent in, at the stack that changes them: a sample that only tells where
- * the thread is, and its state parts (its running time stays with its next tick). The capture
- * comes first: with no room in the ring, the time stays for the next sample. */
+ * the labels it was spent in, at the stack that changes them: one record of a capture and that
+ * time by state after it (HK_HEAD_LABELS_CHANGE; its running time stays with its next tick).
+ * With no room in the ring, or no stack, the time stays for the next sample. */
 void hk_sampler_labels_changing(void)
 {
     if (!S.running || S.building || HK_MODE_COUNTS_OBJECTS(S.cfg.mode)) return;
     if (S.ractors_started && !in_main_ractor()) return; /* the ring's one writer is the main Ractor */
     hk_thread *t = hk_sampler_thread_of(rb_thread_current());
     if (!t || t->own || !hk_states_pending(t)) return;
-    uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room);
+    uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room + HK_NSTATES);
     if (!at) return;
     uint64_t w0 = cost_clock();
     long words = hk_stack_walk_capture(at + HEAD_WORDS, S.capture_room);
     S.capture_time += cost_clock() - w0;
     if (words <= 0) return;
-    hk_states_take_ahead(t, S.parts);
+    int64_t *parts = (int64_t *)(at + HEAD_WORDS + words);
+    hk_states_take_ahead(t, parts);
     if (!t->seq) t->seq = hk_sampler_next_seq();
     sample_head *h = (sample_head *)at;
-    *h = (sample_head){.state = HK_TICK_RUNNING | HK_HEAD_STACK_ONLY, .seq = t->seq, .labels = hk_labels_of(t->thread)};
+    *h = (sample_head){.state = HK_TICK_RUNNING | HK_HEAD_LABELS_CHANGE, .seq = t->seq, .labels = hk_labels_of(t->thread)};
     if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
-    hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
-    hk_sampler_take_parts(t, S.parts);
+    hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words + HK_NSTATES);
+    S.label_change_count++;
 }
 
 hk_leaf hk_sampler_leaf_now(void)
@@ -500,6 +501,7 @@ static void fill_totals(hk_sampler_stats *st)
     st->dropped_count = S.dropped_count + S.unresolved_count + (S.cfg.mode == HK_MODE_CPU && hk_cpu_clock_failed()) +
                         hk_ractors_dropped();
     st->moved_count = S.moved_count;
+    st->label_change_count = S.label_change_count;
     st->stale_count = S.stale_count;
     st->synthesized_count = S.synthesized_count;
     st->synthesized = S.synth && hk_synth_yjit_now() ? "on until YJIT was enabled: compiled code does not keep a frame's pc current"

@@ -64,7 +64,8 @@ typedef struct hk_sampler_config {
     X(retained_count, "retained: sampled objects still alive at stop, after a full GC")                       \
     X(ractors_started, "Ractors other than the main one started while profiling, or running at its start: cpu and wall modes sample their threads on Ruby 3.3+ (a `ractor` label), else not (cpu mode: their CPU is in [native threads])") \
     X(ractor_threads, "cpu and wall modes, Ruby 3.3+: threads of other Ractors first sampled in the span (their samples carry a `ractor` label)") \
-    X(label_sets_dropped, "Hakari.label calls whose set could not be made (65 536 sets, 16 labels): labels kept as they were")
+    X(label_sets_dropped, "Hakari.label calls whose set could not be made (65 536 sets, 16 labels): labels kept as they were") \
+    X(label_change_count, "Hakari.label calls that took their thread's time in the GC, off the GVL or waiting for it since its latest sample, under the labels it was spent in (Ruby 3.3+)")
 
 typedef struct hk_sampler_stats {
     hk_mode mode;

@@ -149,6 +149,7 @@ typedef struct hk_sampler {
     struct hk_retired { VALUE thread; uint64_t until; } *retired; size_t nretired, retired_cap;
     size_t last_thread;   /* index of the previous sample's thread (checked before use) */
     uint64_t sampling_count, dropped_count;
+    uint64_t label_change_count; /* hk_sampler_labels_changing's samples */
     uint64_t sampling_time, capture_time; /* in cost_clock units: TSC ticks or ns */
     int64_t parts[HK_NSTATES]; /* scratch: a sample's time by state (sampler_states.c) */
     /* the job's captures (stack_walk.h), each after its sample's head, for the
@@ -273,6 +274,11 @@ typedef struct sample_head {
 /* in a sample head's state, beside the HK_TICK_* value (the low byte): the sample only tells
  * where its thread is; its time is all in the state parts that follow it */
 #define HK_HEAD_STACK_ONLY 0x100
+/* in a sample head's state: a sample taken as its thread's labels changed (sampler.c
+ * hk_sampler_labels_changing). Its record's last HK_NSTATES words, after the capture, are the
+ * thread's time by state, which goes under the capture's stack; the thread's latest stack stays
+ * its latest tick's, for the samples that build on it (HK_SAMPLE_AGAIN, tails, late ticks). */
+#define HK_HEAD_LABELS_CHANGE 0x200
 #define HK_HEAD_TICK(h) ((h)->state & 0xff)
 /* A record of samples with no capture, of threads whose stacks have not
  * changed since their previous samples (sampler_waits.c): its

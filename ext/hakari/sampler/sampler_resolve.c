@@ -186,9 +186,26 @@ static int64_t synthesized(int64_t stack, int n, int skip, const sample_head *h,
     return with;
 }
 
+static int64_t state_stack(uint32_t seq, uint32_t base, int state);
+
+/* A change of labels' sample (HK_HEAD_LABELS_CHANGE): its thread's time in each other state than
+ * running, under its stack with that state's leaf. ctx: the resolve lock. */
+static void resolve_label_change_parts(const sample_head *h, uint32_t stack, const int64_t *parts)
+{
+    for (int s = HK_STATE_RUNNING + 1; s < HK_NSTATES; s++) {
+        if (parts[s] <= 0) continue;
+        int64_t with = state_stack(h->seq, stack, s);
+        if (with < 0 || record((uint32_t)with, parts[s], h->time_ns, 0) < 0) {
+            S.unresolved_count++;
+            continue;
+        }
+        S.sample_count++;
+    }
+}
+
 /* One sample: its capture's frames, interned as its stack, its weight added
  * to that stack's row. ctx: the resolve lock. */
-HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
+HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap, const uint64_t *end)
 {
     int max = S.cfg.max_depth;
     int same, cut;
@@ -212,7 +229,8 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
     if (stack < 0) goto drop;
     S.key_walk = hk_stack_walk_capture_number(cap);
     verify_key(n, same);
-    /* this thread's next period begins here */
+    /* this thread's next period begins here (not at a change of labels: restored below) */
+    uint32_t before = *tick_stack;
     *tick_stack = (uint32_t)stack + 1;
     if (stale_to >= 0) {
         stack = stale_to;
@@ -225,6 +243,11 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap)
     if (h->leaf.synth && stale_to < 0) stack = synthesized(stack, n, skip, h, cap);
     if (stack < 0) goto drop;
     S.resolved_stack = stack; /* retained mode's followed object's stack */
+    if (h->state & HK_HEAD_LABELS_CHANGE) {
+        *tick_stack = before;
+        resolve_label_change_parts(h, (uint32_t)stack, (const int64_t *)(end - HK_NSTATES));
+        return;
+    }
     if (h->state & HK_HEAD_STACK_ONLY) return; /* its time is in the state parts that follow */
     if (record((uint32_t)stack, h->weight, h->time_ns, h->bytes) < 0) goto drop;
     S.sample_count++;
@@ -381,7 +404,7 @@ HK_HOT static int resolve_one(void)
     else if (HK_HEAD_TICK(h) == HK_SAMPLE_TAIL)
         resolve_tail(h);
     else
-        resolve_sample(h, rec + HEAD_WORDS);
+        resolve_sample(h, rec + HEAD_WORDS, rec + words);
     hk_ring_release(&S.ring);
     return 1;
 }

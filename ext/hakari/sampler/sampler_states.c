@@ -293,12 +293,6 @@ int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int6
 {
     memset(parts, 0, HK_NSTATES * sizeof(*parts));
     int64_t left = weight > 0 ? weight : 0;
-    /* what a change of its labels took already (hk_states_take_ahead) is in no sample twice */
-    if (t->ahead > 0) {
-        int64_t a = t->ahead > left ? left : t->ahead;
-        t->ahead -= a;
-        left -= a;
-    }
     /* Without GVL events (3.1), the job's own sample of a thread that just woke covers the
      * stretch it was blocked in, which no other thread's sample saw, and so does a thread's
      * time up to its end: its time since its previous own sample that it neither ran nor
@@ -319,6 +313,14 @@ int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int6
                 left -= parts[HK_STATE_BLOCKED];
             }
         }
+    }
+    /* What a change of its labels took already (hk_states_take_ahead) is in no sample twice.
+     * After the CPU reading above: that time (a GC's, where Ruby has GC but no GVL events, 3.2)
+     * was on the thread's CPU too, and so not blocked. */
+    if (t->ahead > 0) {
+        int64_t a = t->ahead > left ? left : t->ahead;
+        t->ahead -= a;
+        left -= a;
     }
 #ifdef HK_GVL_EVENTS
     if (t->gvl && S.cfg.mode == HK_MODE_WALL) {

@@ -189,7 +189,7 @@ module Hakari
                                 # sample_count, dropped_count, moved_count, stale_count, synthesized_count, synthesized,
                                 # sampling_time_ns, stack_walk_time_ns, resolve_time_ns, timer_cpu_ns, thread_count,
                                 # unique_frames, unique_stacks, timer, stack_walker, walk_mismatch_count,
-                                # ractors_started, ractor_threads, label_sets_dropped, samples: [[frames, weight_ns, count, thread_seq, label_set], ...],
+                                # ractors_started, ractor_threads, label_sets_dropped, label_change_count, samples: [[frames, weight_ns, count, thread_seq, label_set], ...],
                                 # label_sets: [{}, {endpoint: "GET /users/:id"}, ...] (by a sample's label_set)
           profile[:sample_count]            # == profile.to_h[:sample_count]
           profile.each_sample { |row| }     # the samples' rows one at a time, none kept (Enumerator without a block)
