@@ -7,7 +7,8 @@
 #    cpu profile runs (1000 Hz) and while none does, beside a Ruby method that only yields (what
 #    any block-taking wrapper costs), with keywords (`Hakari.label(endpoint: "GET /users/:id")`:
 #    Ruby makes a Hash of them at every call) and with a frozen Hash made once
-#    (`Hakari.label(LABELS)`). Per-round differences: median and 95 % CI.
+#    (`Hakari.label(LABELS)`, also while a wall profile runs). Per-round differences: median and
+#    95 % CI.
 # 2. A real puma (test/fixtures/puma: cluster mode, two workers, one thread each) serving a small
 #    endpoint on 127.0.0.1, restarted each round without hakari and with hakari recording every
 #    worker (fork: :inherit, Hakari::Rack labelling each request) in cpu mode at 1000 Hz and at
@@ -58,14 +59,14 @@ def ns_summary(diffs)
 end
 
 def part1
-  # [loop, profiling?]
-  setups = { yield: [:yield, false], kw_off: [:label, false], kw_on: [:label, true],
-             hash_off: [:label_hash, false], hash_on: [:label_hash, true] }
+  # [loop, the mode profiling (nil: none)]
+  setups = { yield: [:yield, nil], kw_off: [:label, nil], kw_on: [:label, :cpu],
+             hash_off: [:label_hash, nil], hash_on: [:label_hash, :cpu], hash_wall: [:label_hash, :wall] }
   diffs = setups.transform_values { [] }
   3.times { %i[label label_hash yield empty].each { per_call(_1) } } # warm (and compiled, under YJIT)
   ROUNDS.times do
     setups.to_a.shuffle.each do |name, (kind, profiling)|
-      Hakari.start(mode: :cpu) if profiling
+      Hakari.start(mode: profiling) if profiling
       diffs[name] << per_call(kind) - per_call(:empty)
       Hakari.stop if profiling
     end
@@ -76,6 +77,7 @@ def part1
   puts "   Hakari.label(endpoint: ...), profiling:     #{ns_summary(diffs[:kw_on])}"
   puts "   Hakari.label(LABELS), not profiling:        #{ns_summary(diffs[:hash_off])}"
   puts "   Hakari.label(LABELS), profiling:            #{ns_summary(diffs[:hash_on])}"
+  puts "   Hakari.label(LABELS), profiling (wall mode): #{ns_summary(diffs[:hash_wall])}"
 end
 
 FIXTURE = File.expand_path("../test/fixtures/puma", __dir__)

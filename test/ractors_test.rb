@@ -162,12 +162,38 @@ class RactorsTest < Minitest::Test
   RUBY
 
   def test_ractors_starting_and_ending_while_sampling
-    # Ruby 3.1's object mode stops as the first Ractor starts (its NEWOBJ hook crashes a new Ractor)
+    # object mode stops as the first Ractor starts (Ruby's allocation hooks are not safe beside
+    # Ractors): its samples are the main thread's objects before it
     %w[cpu wall object].each do |mode|
       started, rows = run_child(mode, script: STORM).split.map(&:to_i)
       assert_equal 40, started, mode
       assert_operator rows, :>, 0, mode
     end
+  end
+
+  # object mode's samples stop where the first Ractor starts, and it says so; a profile started
+  # while a Ractor runs samples nothing
+  def test_object_mode_stops_sampling_as_a_ractor_starts
+    script = <<~'RUBY'
+      Warning[:experimental] = false # (warn prints with $VERBOSE false, not nil)
+      require "hakari"
+      def before = Array.new(2_000) { [] }
+      def after = Array.new(2_000) { {} }
+      take = ->(r) { r.respond_to?(:value) ? r.value : r.take }
+      data = Hakari.start(mode: :object) { before; take.(Ractor.new { 1 }); after }
+      seen = ->(name) { data[:samples].select { |s| s[0].any? { |f| f[0] == name } }.sum { _2 } }
+      r = Ractor.new { sleep 0.5 }
+      again = Hakari.start(mode: :object) { before }
+      puts [seen["Object#before"], seen["Object#after"], again[:samples].sum { _2 }].join(" ")
+    RUBY
+    out, err, st = Open3.capture3({ "RUBYOPT" => nil }, RbConfig.ruby, "-I", ENGINE_LIB, "-e", script)
+    assert st.success?, err
+    before, after, again = out.split.map(&:to_i)
+    assert_operator before, :>=, 2_000
+    assert_equal 0, after
+    assert_equal 0, again
+    assert_match(/^hakari: a Ractor started: object sampling stops here: Ruby's allocation hooks are not safe beside Ractors$/, err)
+    assert_match(/^hakari: Ractors run: object sampling stops here/, err)
   end
 
   def test_stat_says_whether_the_ractors_threads_are_sampled

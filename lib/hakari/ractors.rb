@@ -1,15 +1,16 @@
 # frozen_string_literal: true
 
 module Hakari
-  # Retained mode follows objects until the main Ractor's FREEOBJ hook sees them freed; Ruby runs
-  # no such hook for a GC that another Ractor's thread starts. So as a Ractor starts, a
-  # retained-mode profile lets its objects go (they count as dropped) and follows no more. Ruby
-  # 3.1 crashes in a new Ractor's first allocation while a NEWOBJ hook is on: there object and
-  # retained modes stop sampling first.
+  # Ruby's allocation hooks are not safe beside Ractors (3.1 crashes in a new Ractor's first
+  # allocation while a NEWOBJ hook is on; 3.4 now and then corrupts its heap while Ractors
+  # allocate), so object and retained modes stop sampling as a Ractor starts, or at start when
+  # one runs. Retained mode also lets go the objects it follows (they count as dropped): Ruby runs
+  # the main Ractor's FREEOBJ hook for no GC that another Ractor's thread starts.
   module RactorHook
     SAID = {
-      let_go: "hakari: a Ractor started: the retained-mode profile follows no objects from here (dropped_count)",
-      hooks_off: "hakari: a Ractor started: on Ruby 3.1 object sampling stops here (its NEWOBJ hook crashes a new Ractor)",
+      let_go: "hakari: a Ractor started: the retained-mode profile stops here and lets its objects go (dropped_count): " \
+              "Ruby's allocation hooks are not safe beside Ractors",
+      hooks_off: "hakari: a Ractor started: object sampling stops here: Ruby's allocation hooks are not safe beside Ractors",
     }.freeze
 
     def new(*args, **kwargs, &block)
