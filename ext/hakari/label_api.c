@@ -79,8 +79,9 @@ static void collect(label_args *a, VALUE pos, VALUE kw)
 
 static VALUE restore_slot(VALUE prev)
 {
-    hk_sampler_labels_changing();
-    rb_thread_local_aset(rb_thread_current(), id_slot, prev);
+    VALUE th = rb_thread_current();
+    hk_sampler_labels_changing(th);
+    rb_thread_local_aset(th, id_slot, prev);
     return Qnil;
 }
 
@@ -138,11 +139,12 @@ static VALUE hakari_label(int argc, VALUE *argv, VALUE self)
         rb_raise(rb_eArgError, "invalid labels %+" PRIsVALUE " (expected a Hash or keywords)", pos);
     int block = rb_block_given_p();
     int profiling = hk_sampler_running() && !hk_sampler_ended();
-    VALUE prev = profiling ? rb_thread_local_aref(rb_thread_current(), id_slot) : Qnil;
+    VALUE th = profiling ? rb_thread_current() : Qnil;
+    VALUE prev = profiling ? rb_thread_local_aref(th, id_slot) : Qnil;
     VALUE now = merged_slot(pos, kw, profiling, prev);
     if (!profiling) return block ? rb_yield(Qundef) : Qnil;
-    hk_sampler_labels_changing();
-    rb_thread_local_aset(rb_thread_current(), id_slot, now);
+    hk_sampler_labels_changing(th);
+    rb_thread_local_aset(th, id_slot, now);
     if (!block) return Qnil;
     return rb_ensure(yield_block, Qnil, restore_slot, prev);
 }

@@ -314,11 +314,11 @@ HK_HOT static void sample_job(void *arg)
  * the labels it was spent in, at the stack that changes them: one record of a capture and that
  * time by state after it (HK_HEAD_LABELS_CHANGE; its running time stays with its next tick).
  * With no room in the ring, or no stack, the time stays for the next sample. */
-void hk_sampler_labels_changing(void)
+void hk_sampler_labels_changing(VALUE thread)
 {
     if (!S.running || S.building || HK_MODE_COUNTS_OBJECTS(S.cfg.mode)) return;
     if (S.ractors_started && !in_main_ractor()) return; /* the ring's one writer is the main Ractor */
-    hk_thread *t = hk_sampler_thread_of(rb_thread_current());
+    hk_thread *t = hk_sampler_thread_of(thread);
     if (!t || t->own || !hk_states_pending(t)) return;
     uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room + HK_NSTATES);
     if (!at) return;

@@ -94,8 +94,9 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen);
 int hk_sampler_end(void (*at_end)(void *), void *arg);
 /* ctx: any. hk_sampler_end ran and no stop yet (hk_sampler_running stays true till then). */
 int hk_sampler_ended(void);
-/* ctx: GVL, Hakari.label: the calling fiber's labels are about to change (sampler.c) */
-void hk_sampler_labels_changing(void);
+/* ctx: GVL, Hakari.label: the labels of the calling fiber (of thread, the calling thread) are
+ * about to change (sampler.c) */
+void hk_sampler_labels_changing(VALUE thread);
 /* ctx: GVL. Stops and returns the profile (NULL when not running or out of memory). at_end
  * (or NULL) is called with arg once the program's time has ended and no sample can come, before
  * the profile is built: what the caller reads there is neither sampled nor the build's. */
