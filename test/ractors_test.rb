@@ -180,10 +180,10 @@ class RactorsTest < Minitest::Test
       def before = Array.new(2_000) { [] }
       def after = Array.new(2_000) { {} }
       take = ->(r) { r.respond_to?(:value) ? r.value : r.take }
-      data = Hakari.start(mode: :object) { before; take.(Ractor.new { 1 }); after }
+      data = Hakari.start(mode: :object, interval: 1) { before; take.(Ractor.new { 1 }); after }
       seen = ->(name) { data[:samples].select { |s| s[0].any? { |f| f[0] == name } }.sum { _2 } }
       r = Ractor.new { sleep 0.5 }
-      again = Hakari.start(mode: :object) { before }
+      again = Hakari.start(mode: :object, interval: 1) { before }
       puts [seen["Object#before"], seen["Object#after"], again[:samples].sum { _2 }].join(" ")
     RUBY
     out, err, st = Open3.capture3({ "RUBYOPT" => nil }, RbConfig.ruby, "-I", ENGINE_LIB, "-e", script)
