@@ -115,9 +115,9 @@ void hk_sampler_mark(void);
 /* ctx: GVL, GC compaction. The objects retained mode follows (never marked) may have moved. */
 void hk_sampler_compact(void);
 /* ctx: GVL, as a Ractor starts (starting: 1), or at start when n Ractors run already (0)
- * (sampler_objects.c): counted in ractors_started; in retained mode the objects followed are let go (counted as dropped) and
- * no more are followed; on Ruby 3.1, whose new Ractor crashes allocating while a NEWOBJ hook is
- * on, object and retained modes stop sampling as one starts. What it did: */
+ * (sampler_objects.c): counted in ractors_started; object and retained modes stop sampling
+ * (Ruby's allocation hooks are not safe beside Ractors), and retained mode lets the objects it
+ * followed go (counted as dropped). What it did: */
 enum { HK_RACTOR_NOTHING = 0, HK_RACTOR_LET_GO = 1, HK_RACTOR_HOOKS_OFF = 2 };
 int hk_sampler_ractor_starting(int starting, long n);
 /* ctx: GVL. */
