@@ -121,12 +121,12 @@ static VALUE native_start(VALUE mod, VALUE mode, VALUE frequency, VALUE aggregat
     return Qtrue;
 }
 
-/* Native.ractor_starting(starting, count) -> nil, :let_go (retained mode no longer follows objects)
- * or :hooks_off (Ruby 3.1: object sampling stopped); called by Hakari::RactorHook before a Ractor
- * starts (true, 1), and at start when count Ractors besides the main one run already (false) */
-static VALUE native_ractor_starting(VALUE mod, VALUE starting, VALUE count)
+/* Native.ractor_starting(count) -> nil, :let_go (retained mode: its objects let go, sampling
+ * stopped) or :hooks_off (object mode: sampling stopped); called by Hakari::RactorHook before a
+ * Ractor starts (1), and at start with the count of Ractors besides the main one that run */
+static VALUE native_ractor_starting(VALUE mod, VALUE count)
 {
-    switch (hk_sampler_ractor_starting(RTEST(starting), NUM2LONG(count))) {
+    switch (hk_sampler_ractor_starting(NUM2LONG(count))) {
     case HK_RACTOR_LET_GO: return ID2SYM(rb_intern("let_go"));
     case HK_RACTOR_HOOKS_OFF: return ID2SYM(rb_intern("hooks_off"));
     default: return Qnil;
@@ -511,7 +511,7 @@ RUBY_FUNC_EXPORTED void Init_hakari(void)
     rb_define_module_function(mNative, "formats", native_formats, 0);
     rb_define_module_function(mNative, "format_for", native_format_for, 1);
     rb_define_module_function(mNative, "read", native_read, 1);
-    rb_define_module_function(mNative, "ractor_starting", native_ractor_starting, 2);
+    rb_define_module_function(mNative, "ractor_starting", native_ractor_starting, 1);
     rb_define_module_function(mNative, "read_file", native_read_file, 1);
     rb_define_module_function(mNative, "diff", native_diff, 4);
     rb_define_module_function(mNative, "diff_html", native_diff_html, 2);

@@ -14,7 +14,7 @@ module Hakari
     }.freeze
 
     def new(*args, **kwargs, &block)
-      said = SAID[Native.ractor_starting(true, 1)]
+      said = SAID[Native.ractor_starting(1)]
       warn said if said
       super
     end
@@ -23,7 +23,7 @@ module Hakari
     def self.check_running
       return unless defined?(Ractor) && Ractor.count > 1
 
-      said = SAID[Native.ractor_starting(false, Ractor.count - 1)]
+      said = SAID[Native.ractor_starting(Ractor.count - 1)]
       warn said.sub("a Ractor started", "Ractors run") if said
     end
   end

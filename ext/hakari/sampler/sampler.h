@@ -114,12 +114,12 @@ int hk_sampler_own_thread(uintptr_t thread);
 void hk_sampler_mark(void);
 /* ctx: GVL, GC compaction. The objects retained mode follows (never marked) may have moved. */
 void hk_sampler_compact(void);
-/* ctx: GVL, as a Ractor starts (starting: 1), or at start when n Ractors run already (0)
+/* ctx: GVL, as a Ractor starts (n: 1), or at start with the n Ractors that run already
  * (sampler_objects.c): counted in ractors_started; object and retained modes stop sampling
  * (Ruby's allocation hooks are not safe beside Ractors), and retained mode lets the objects it
  * followed go (counted as dropped). What it did: */
 enum { HK_RACTOR_NOTHING = 0, HK_RACTOR_LET_GO = 1, HK_RACTOR_HOOKS_OFF = 2 };
-int hk_sampler_ractor_starting(int starting, long n);
+int hk_sampler_ractor_starting(long n);
 /* ctx: GVL. */
 size_t hk_sampler_memsize(void);
 /* ctx: GVL, once at load. */

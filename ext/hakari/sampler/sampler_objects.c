@@ -256,9 +256,9 @@ static int64_t memsize_of(VALUE obj)
 #endif
 }
 
-/* A Ractor other than the main one is starting (starting: 1), or n run already as the profile
- * starts (0). Every mode counts them (the job then checks where it runs: sampler.c). Retained mode: Ruby runs a FREEOBJ hook only for
- * the Ractor that enabled it, and a GC another Ractor's thread runs frees the main Ractor's
+/* A Ractor other than the main one is starting (n: 1), or n run already as the profile starts.
+ * Every mode counts them (the job then checks where it runs: sampler.c). Retained mode: Ruby
+ * runs a FREEOBJ hook only for the Ractor that enabled it, and a GC another Ractor's thread runs frees the main Ractor's
  * objects too, so the table could keep addresses of freed objects, whose slots may be reused or
  * returned: every object followed is let go (counted as dropped). And Ruby's allocation hooks
  * are not safe beside Ractors: 3.1 crashes in a new Ractor's first allocation while a NEWOBJ hook
@@ -266,9 +266,8 @@ static int64_t memsize_of(VALUE obj)
  * Ractors allocating strings: 3 runs in 100 under hakari's object mode, 2 in 100 under Ruby's own
  * ObjectSpace.trace_object_allocations, none without a hook). So both modes stop sampling, their
  * hooks off for the rest of the profile, as the first Ractor starts or at start when one runs. */
-int hk_sampler_ractor_starting(int starting, long n)
+int hk_sampler_ractor_starting(long n)
 {
-    (void)starting;
     if (S.running && n > 0) S.ractors_started += (uint64_t)n;
     if (!HK_MODE_COUNTS_OBJECTS(S.cfg.mode) || !S.running || O.let_go || n <= 0) return HK_RACTOR_NOTHING;
     O.let_go = 1;
