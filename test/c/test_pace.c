@@ -196,6 +196,74 @@ static void test_late_look_at_a_running_thread_is_running(void)
     CHECK_INT(r.running, r.ticks);
 }
 
+/* whether the sim's thread runs at time t */
+static int running_at(const sim *s, int64_t t)
+{
+    for (int i = 0; i < s->nspans; i++)
+        if (t < s->spans[i].until) return s->spans[i].running;
+    return 0;
+}
+
+/* A running thread's ticks, when every look comes 40 us after the time it asked for (a worker's
+ * wake-up on a VM): the pacer learns the lateness and asks that much earlier, so that its ticks
+ * land at the periods' ends. A tick that comes after the end may find the thread blocked since,
+ * and its job then runs in the call that blocked, which used next to none of the period. */
+static void test_looks_come_early_by_their_lateness(void)
+{
+    const span spans[] = {{100 * MS, 1}};
+    sim s = {spans, 1, 0, 0, 0, 0, 0, 0, 0};
+    hk_pacer p = hk_pace_new();
+    const hk_pace_reader r = {sim_wall, sim_cpu, sim_others, sim_before_tick, &s, sim_runnable};
+    int ticks = 0, off = 0;
+    int64_t worst = 0;
+    while (s.now < 100 * MS) {
+        hk_pace_tick tick;
+        long wait = hk_pace_look(&p, WATCHED, PERIOD, &r, &tick);
+        if (tick.due && ++ticks > 30) { /* once the lateness is learnt (an average over some 8 looks) */
+            int64_t from_end = tick.at % PERIOD;
+            if (from_end > PERIOD / 2) from_end -= PERIOD; /* early: negative */
+            if (from_end > worst) worst = from_end;
+            off += from_end < -PERIOD / 16;
+        }
+        s.now += wait + 40 * US;
+    }
+    CHECK_MSG(worst <= 10 * US, "a tick %lld us after its period's end", (long long)(worst / US));
+    CHECK_INT(off, 0); /* none earlier than 1/16 period */
+    CHECK_MSG(ticks >= 98 && ticks <= 101, "%d ticks in 100 ms of CPU", ticks);
+}
+
+/* A thread back from a block is most likely running: looked at a quarter period later, as a
+ * blocked one is, it may have run past its period's end and blocked again. Runs just over a
+ * period long, each followed by a block of about the same, every look 40 us late: 14 of 206
+ * ticks found the thread blocked before the pacer took a thread that ran since its previous
+ * look for a running one, 8 with that but without the early looks. */
+static void test_a_thread_back_from_a_block_is_looked_at_as_a_running_one(void)
+{
+    enum { CYCLES = 200 };
+    static span spans[2 * CYCLES];
+    int64_t t = 0;
+    uint32_t x = 12345; /* a fixed LCG: runs and blocks of 1.000-1.065 ms */
+    for (int i = 0; i < CYCLES; i++) {
+        x = x * 1103515245u + 12345u;
+        spans[2 * i] = (span){t += MS + (int64_t)(x >> 16), 1};
+        x = x * 1103515245u + 12345u;
+        spans[2 * i + 1] = (span){t += MS + (int64_t)(x >> 16), 0};
+    }
+    sim s = {spans, 2 * CYCLES, 0, 0, 0, 0, 0, 0, 0};
+    hk_pacer p = hk_pace_new();
+    const hk_pace_reader r = {sim_wall, sim_cpu, sim_others, sim_before_tick, &s, sim_runnable};
+    int ticks = 0, blocked = 0;
+    while (s.now < t) {
+        hk_pace_tick tick;
+        long wait = hk_pace_look(&p, WATCHED, PERIOD, &r, &tick);
+        ticks += tick.due;
+        blocked += tick.due && !running_at(&s, s.now);
+        s.now += wait + 40 * US;
+    }
+    CHECK_MSG(blocked <= 2, "%d of %d ticks found the thread blocked", blocked, ticks);
+    CHECK_MSG(ticks >= 200 && ticks <= 208, "%d ticks for %lld ms of CPU", ticks, (long long)(cpu_at(&s, t) / MS));
+}
+
 /* The first look at a thread (a new one to watch) starts its period there,
  * whatever CPU it used before: nothing is due, let alone stale. */
 static void test_first_look_starts_the_period(void)
@@ -300,6 +368,8 @@ int main(void)
     RUN(test_late_look_after_the_thread_resumed_is_blocked);
     RUN(test_a_preempted_thread_s_tick_is_running);
     RUN(test_late_look_at_a_running_thread_is_running);
+    RUN(test_looks_come_early_by_their_lateness);
+    RUN(test_a_thread_back_from_a_block_is_looked_at_as_a_running_one);
     RUN(test_first_look_starts_the_period);
     RUN(test_other_threads_cpu_completes_the_period);
     RUN(test_other_threads_cpu_counts_after_the_watched_thread_ends);

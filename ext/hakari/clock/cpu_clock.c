@@ -176,8 +176,10 @@ static long pace_step(void)
          * poke may come before the wait begins: it ends the wait at once, timer.c). Held, the
          * GVL may be running code soon (a C call that slept holding it): the usual wait. */
         __atomic_store_n(&C.idle, 1, __ATOMIC_SEQ_CST);
-        if (C.hooks.gvl_free()) wait = tick.idle_wait;
-        else __atomic_store_n(&C.idle, 0, __ATOMIC_RELAXED);
+        if (C.hooks.gvl_free()) {
+            wait = tick.idle_wait;
+            C.pacer.next_look = 0; /* not the wait the pacer asked for: no lateness to measure */
+        } else __atomic_store_n(&C.idle, 0, __ATOMIC_RELAXED);
     } else if (__atomic_load_n(&C.idle, __ATOMIC_RELAXED)) {
         __atomic_store_n(&C.idle, 0, __ATOMIC_RELAXED);
     }

@@ -30,6 +30,9 @@ typedef struct hk_pacer {
     int64_t prev_cpu, prev_wall; /* the watched clock and the monotonic clock at the previous look */
     int64_t prev_others;      /* the other threads' CPU at the previous look, or -1 */
     int quiet_looks;          /* looks in a row at which no thread had run since the one before */
+    int64_t next_look;        /* the monotonic time the next look was asked for (0: not known; the
+                                 worker clears it when it waits otherwise, an idle wait) */
+    int64_t lateness;         /* how late looks come after the time asked, averaged (ns) */
     int wakeable;             /* the worker is woken when a thread takes the GVL (hk_pace_tick.idle) */
 } hk_pacer;
 
