@@ -10,9 +10,12 @@
  * clock read around a call holds the CPU of the threads that ran between the two reads. Here a
  * Ruby thread's CPU is the sum of its stretches: from the moment it takes the GVL on a native
  * thread (RUBY_INTERNAL_THREAD_EVENT_RESUMED, which runs there) to the moment it lets it go there
- * (SUSPENDED), each read on that native thread's clock. Every stretch is counted, none sampled:
- * a truth for a sampler to be measured against. CPU used without the GVL (none in the bench's
- * workloads) is in no stretch.
+ * (SUSPENDED), each read on that native thread's clock; and the time between letting it go and
+ * taking it back on the same native thread with no other Ruby thread taking it there meanwhile
+ * (a C call without the GVL, a wait for the GVL: the thread held its native thread all along).
+ * The time between one thread letting the GVL go and another taking it on the same native
+ * thread is Ruby's switching, no thread's. Every stretch is counted, none sampled: a truth for
+ * a sampler to be measured against.
  *
  * Each thread's record is read and written only by that thread's own events and calls, so it
  * needs no lock. Records are never freed: a bench makes a few dozen threads.
@@ -51,16 +54,24 @@ static stretches *record_of(VALUE thread)
     return s;
 }
 
+/* the events run on the native thread they are about: the record whose stretch ended on this
+ * native thread last, and where */
+static _Thread_local stretches *left;
+static _Thread_local int64_t left_at;
+
 static void on_event(rb_event_flag_t ev, const rb_internal_thread_event_data_t *data, void *user)
 {
     stretches *s = record_of(data->thread);
     if (!s) return;
     int64_t now = native_cpu_ns();
     if (ev & RUBY_INTERNAL_THREAD_EVENT_RESUMED) {
-        s->since = now;
+        s->since = left == s && left_at <= now ? left_at : now;
+        left = NULL;
     } else if (s->since >= 0) {
         s->closed += now - s->since;
         s->since = -1;
+        left = s;
+        left_at = now;
     }
 }
 

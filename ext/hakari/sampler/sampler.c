@@ -66,6 +66,10 @@ HK_HOT static int64_t clock_at_tick(clockid_t c_want, int *state, hk_leaf *leaf)
     return hk_clock_ns(c_want);
 }
 
+/* The native thread's clock where the latest job's weight under M:N threads ended (-1: now):
+ * the period the worker watches on it begins there. ctx: GVL. */
+static int64_t mn_native_at_tick;
+
 /* Under M:N threads, the thread's own CPU clock at the latest tick, when the
  * worker read the native thread it runs on (and how it was then), else now. */
 static int64_t mn_clock_at_tick(const hk_thread *t, int *state, hk_leaf *leaf)
@@ -74,10 +78,12 @@ static int64_t mn_clock_at_tick(const hk_thread *t, int *state, hk_leaf *leaf)
     hk_tick k = S.tick;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     int64_t at = -1;
+    mn_native_at_tick = -1;
     if (s1 == __atomic_load_n(&S.tick.seq, __ATOMIC_RELAXED) && !(s1 & 1) && k.value >= 0)
         at = hk_mn_cpu_at(t->thread, k.clock, k.value);
+    if (at >= 0) mn_native_at_tick = k.value;
     /* another native thread than the watched one: its reading at the tick's look, if taken */
-    if (at < 0) at = hk_mn_cpu_at_tick(t->thread);
+    if (at < 0) at = hk_mn_cpu_at_tick(t->thread, &mn_native_at_tick);
     if (at < 0) return hk_mn_cpu_now(t->thread);
     *state = k.state;
     *leaf = k.leaf;
@@ -178,7 +184,7 @@ HK_HOT static hk_thread *take_sample(void)
         if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
         /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
         if (S.cfg.mode == HK_MODE_CPU) {
-            if (S.mn) hk_cpu_clock_watch(hk_mn_native_clock(t->thread), -1); /* its period: from the next look */
+            if (S.mn) hk_cpu_clock_watch(hk_mn_native_clock(t->thread), mn_native_at_tick); /* -1: from the next look */
             else hk_cpu_clock_watch(t->clock, t->prev_clock);
         }
         const void *slot = hk_stack_walk_leaf_slot();

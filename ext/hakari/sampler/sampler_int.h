@@ -440,8 +440,8 @@ int64_t hk_mn_others_cpu(clockid_t watched);
  * its look read (fresh), or none, are kept for the tick's jobs */
 void hk_mn_others_at_tick(int fresh);
 /* ctx: GVL (the job). th's clock at the latest tick, read through the native thread it runs on
- * when the tick's look read that one, else -1. */
-int64_t hk_mn_cpu_at_tick(VALUE th);
+ * when the tick's look read that one (and that reading in *native), else -1. */
+int64_t hk_mn_cpu_at_tick(VALUE th, int64_t *native);
 /* ctx: GVL, at th's end (and stop): its record goes. */
 void hk_mn_thread_end(VALUE th);
 
