@@ -335,7 +335,10 @@ class ApiTest < Minitest::Test
     end
     fib = data[:samples].select { |s| s[0].any? { |f| f[0] == "Workloads.fib" } }
     assert_in_delta used, fib.sum { |s| s[1] }, used * 0.2
-    assert_operator fib.sum { |s| s[2] }, :>=, 20, "samples at about the asked rate, not a tail at stop"
+    # samples at about the asked rate (one a millisecond of the CPU the loop used), not a tail at
+    # stop: at least 40 % of it (20 for the 50 ms asked). fib_for's CPU follows a rate measured
+    # once at load, and came out 34-127 ms from one process to the next on this VM.
+    assert_operator fib.sum { |s| s[2] }, :>=, 0.4 * used / 1e6, "samples for #{(used / 1e6).round(1)} ms of CPU"
   end
 
   # cpu mode watches the thread of the last sample; when it blocks (here in join) and another
