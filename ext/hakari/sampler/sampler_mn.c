@@ -21,9 +21,9 @@
  *
  * Data: a record per Ruby thread (Ruby's thread-specific slot), a table of
  * the native threads seen (their clocks, whose stretch each holds and whose
- * ended there last), all
- * under one mutex: the hook runs without the GVL, on any native thread; the
- * job and the thread hooks read with it. A record goes at its thread's end.
+ * ended there last), all under one mutex: the hook runs without the GVL, on
+ * any native thread; the job and the thread hooks read with it. A record goes
+ * at its thread's end.
  */
 #include "sampler_int.h"
 
@@ -193,8 +193,8 @@ int hk_mn_start(void)
         key_made = 1;
     }
     forget_native_threads();
-    hook = rb_internal_thread_add_event_hook(on_event, RUBY_INTERNAL_THREAD_EVENT_RESUMED | RUBY_INTERNAL_THREAD_EVENT_SUSPENDED,
-                                             NULL);
+    hook = rb_internal_thread_add_event_hook(
+        on_event, RUBY_INTERNAL_THREAD_EVENT_RESUMED | RUBY_INTERNAL_THREAD_EVENT_SUSPENDED, NULL);
     /* the calling thread holds the GVL: its stretch begins now */
     pthread_mutex_lock(&lock);
     mn_record *r = record_of(rb_thread_current());

@@ -258,9 +258,10 @@ static int64_t memsize_of(VALUE obj)
 
 /* A Ractor other than the main one is starting (n: 1), or n run already as the profile starts.
  * Every mode counts them (the job then checks where it runs: sampler.c). Retained mode: Ruby
- * runs a FREEOBJ hook only for the Ractor that enabled it, and a GC another Ractor's thread runs frees the main Ractor's
- * objects too, so the table could keep addresses of freed objects, whose slots may be reused or
- * returned: every object followed is let go (counted as dropped). And Ruby's allocation hooks
+ * runs a FREEOBJ hook only for the Ractor that enabled it, and a GC another Ractor's thread
+ * runs frees the main Ractor's objects too, so the table could keep addresses of freed objects,
+ * whose slots may be reused or returned: every object followed is let go (counted as dropped).
+ * And Ruby's allocation hooks
  * are not safe beside Ractors: 3.1 crashes in a new Ractor's first allocation while a NEWOBJ hook
  * is on, and 3.4 now and then marks a half-made object in a GC a Ractor's thread runs (40
  * Ractors allocating strings: 3 runs in 100 under hakari's object mode, 2 in 100 under Ruby's own
