@@ -115,6 +115,39 @@ class StatesTest < Minitest::Test
     end
   end
 
+  # cpu mode: the CPU a thread uses letting the GVL go and taking it back (waking the next
+  # thread, its own wake-up) is its blocking call's. Three threads that each spin 1.5 ms and
+  # sleep 1 ms: without the GVL's hooks that CPU went to each thread's next sample, in the spin
+  # (3-5 % of it under Kernel#sleep); 3.3+ measures it as the thread lets the GVL go and takes
+  # it back, and a sample in the call takes it once it reaches a period (86-97 % here).
+  def test_cpu_mode_gives_a_blocking_call_the_cpu_of_letting_the_gvl_go_and_taking_it_back
+    cpu = Process::CLOCK_THREAD_CPUTIME_ID
+    in_sleep = 0
+    lock = Mutex.new
+    data = Hakari.start(mode: :cpu) do
+      Array.new(3) do
+        Thread.new do
+          200.times do
+            Workloads.spin(0.0015)
+            c = Process.clock_gettime(cpu, :nanosecond)
+            sleep 0.001
+            used = Process.clock_gettime(cpu, :nanosecond) - c
+            lock.synchronize { in_sleep += used }
+          end
+        end
+      end.each(&:join)
+    end
+    sleeping = data[:samples].sum { |frames, weight| frames.any? { |f| f[0] == "Kernel#sleep" } ? weight : 0 }
+    counted = data.counters[:off_gvl_count]
+    if GVL_EVENTS
+      assert_operator counted, :>, 0
+      assert_operator sleeping, :>=, 0.6 * in_sleep, "#{in_sleep} ns of CPU measured around the sleeps; #{counted} samples off the GVL"
+      assert_operator sleeping, :<=, 1.5 * in_sleep + 2_000_000, "#{in_sleep} ns of CPU measured around the sleeps"
+    else
+      assert_equal 0, counted, "3.1 has no thread event hooks"
+    end
+  end
+
   def test_gc_time_is_under_the_stack_that_collected_in_both_modes
     %i[wall cpu].each do |mode|
       # the truth in each mode's own time: GC.start's length, or its CPU (less on a loaded machine)

@@ -176,7 +176,8 @@ HK_HOT static hk_thread *take_sample(void)
          * at it. Read after the capture: the worker wrote the tick on its own
          * core, and the line's trip here (prefetched at the start) overlaps with it. */
         int state = HK_TICK_RUNNING;
-        h->weight = hk_states_take(t, tick_weight(t, &state, &h->leaf), t->prev_clock, HK_SPLIT_OWN, S.parts);
+        int64_t weight = tick_weight(t, &state, &h->leaf); /* before reading prev_clock: the tick's */
+        h->weight = hk_states_take(t, weight, t->prev_clock, HK_SPLIT_OWN, S.parts);
         h->state = state;
         h->seq = t->seq;
         h->labels = hk_labels_of(t->thread);
@@ -185,7 +186,10 @@ HK_HOT static hk_thread *take_sample(void)
         /* cpu mode: the worker watches the clock of the thread most likely to run the next job */
         if (S.cfg.mode == HK_MODE_CPU) {
             if (S.mn) hk_cpu_clock_watch(hk_mn_native_clock(t->thread), mn_native_at_tick); /* -1: from the next look */
-            else hk_cpu_clock_watch(t->clock, t->prev_clock);
+            else {
+                hk_cpu_clock_watch(t->clock, t->prev_clock);
+                if (S.watched_vm != t->vm_thread) __atomic_store_n(&S.watched_vm, t->vm_thread, __ATOMIC_RELAXED);
+            }
         }
         const void *slot = hk_stack_walk_leaf_slot();
         if (__atomic_load_n(&S.leaf_slot, __ATOMIC_RELAXED) != slot)
@@ -287,6 +291,37 @@ int hk_sampler_own_thread(uintptr_t thread)
  * its Ractor's own IO, not the main Ractor's $stdout (a public API on every Ruby). */
 __attribute__((cold, noinline)) static int in_main_ractor(void) { return rb_ractor_stdout() == rb_stdout; }
 
+/* cpu mode: the calling thread's CPU off the GVL, when it reached a period (sampler_states.c),
+ * as a sample of its own at the stack it is at: in the call that let the GVL go, as the job runs
+ * when the thread takes it back. Not a tick's: the thread's period goes on. 1 when taken. */
+__attribute__((noinline)) static int take_off_gvl_sample(void)
+{
+    __atomic_store_n(&S.off_gvl_due, 0, __ATOMIC_RELAXED);
+    hk_thread *t = hk_sampler_thread_find(rb_thread_current());
+    if (!t || t->own || !t->gvl) return 0;
+    uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room);
+    if (!at) return 0; /* the CPU stays in the thread's next samples */
+    long words = hk_stack_walk_capture(at + HEAD_WORDS, S.capture_room);
+    int64_t off = words > 0 ? hk_states_take_off_gvl(t) : 0;
+    if (off <= 0) return 0;
+    if (!t->seq) t->seq = hk_sampler_next_seq();
+    sample_head *h = (sample_head *)at;
+    *h = (sample_head){.state = HK_TICK_RUNNING | HK_HEAD_OFF_GVL, .seq = t->seq, .weight = off, .labels = hk_labels_of(t->thread)};
+    if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
+    hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
+    return 1;
+}
+
+void hk_sampler_off_gvl_due(VALUE thread)
+{
+    __atomic_store_n(&S.off_gvl_due, 1, __ATOMIC_RELAXED);
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+    rb_postponed_job_trigger(job_handle);
+#endif
+    const void *vm_thread = hk_stack_walk_thread_of(thread);
+    if (vm_thread) hk_stack_walk_flag_jobs(vm_thread);
+}
+
 /* ctx: GVL (postponed job) */
 HK_HOT static void sample_job(void *arg)
 {
@@ -308,6 +343,13 @@ HK_HOT static void sample_job(void *arg)
     if (S.cfg.mode == HK_MODE_WALL) __atomic_store_n(&S.job_ran, 1, __ATOMIC_RELAXED);
     if (S.any_own && on_own_thread()) return;
     uint64_t t0 = cost_clock();
+    /* a job asked for by the CPU off the GVL alone (no tick since the previous job's) takes only that */
+    if (__atomic_load_n(&S.off_gvl_due, __ATOMIC_RELAXED) && take_off_gvl_sample() &&
+        __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE) == S.job_tick_seq) {
+        S.sampling_time += cost_clock() - t0;
+        return;
+    }
+    S.job_tick_seq = __atomic_load_n(&S.tick.seq, __ATOMIC_ACQUIRE);
     const hk_thread *t = take_sample();
     /* not when this thread's sample failed (the ring is full, or it has no frame) */
     if (t && S.cfg.mode == HK_MODE_WALL && S.nthreads > 1) hk_sampler_sample_waiting_threads(t, wall_tick_time());
@@ -434,6 +476,7 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.last_thread = (size_t)-1; /* none: the first sample looks its thread up (current_thread) */
     S.period_ns = HK_MODE_COUNTS_OBJECTS(cfg->mode) ? 0 : 1000000000LL / cfg->frequency;
     S.tick.clock = (clockid_t)-1; /* no tick yet */
+    S.watched_vm = NULL;
     S.job_ran = 1;                /* flag_threads: from the second tick on */
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     S.job_handle = job_handle;
@@ -444,13 +487,13 @@ int hk_sampler_start(const hk_sampler_config *cfg, char *err, size_t errlen)
     S.start_tsc = hk_tsc();
     memset(&S.cleared, 0, sizeof(S.cleared));
     int timed = !HK_MODE_COUNTS_OBJECTS(cfg->mode);
-    if (timed) hk_states_start();
     hk_labels_start();
     hk_sampler_exits_start();
     /* the worker flags the GVL's holder: at ticks, and for object mode's watch windows */
     if (timed || cfg->watch < HK_WATCH_ALL) hk_sampler_holder_start();
     S.start_process_cpu = hk_clock_ns(CLOCK_PROCESS_CPUTIME_ID); /* before the threads' own readings */
     S.mn = hk_mn_start();
+    if (timed) hk_states_start(); /* which hooks it takes depends on S.mn */
     hk_sampler_threads_start();
     hk_ractors_reset();
     /* other Ractors' threads: sampled apart (sampler_ractors.c), through a thread event hook */
@@ -507,6 +550,7 @@ static void fill_totals(hk_sampler_stats *st)
     st->dropped_count = S.dropped_count + S.unresolved_count + (S.cfg.mode == HK_MODE_CPU && hk_cpu_clock_failed()) +
                         hk_ractors_dropped();
     st->moved_count = S.moved_count;
+    st->off_gvl_count = S.off_gvl_count;
     st->label_change_count = S.label_change_count;
     st->stale_count = S.stale_count;
     st->synthesized_count = S.synthesized_count;

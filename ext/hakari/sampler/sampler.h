@@ -51,6 +51,7 @@ typedef struct hk_sampler_config {
     X(dropped_count, "samples lost: no frames, out of memory, the worker too far behind")               \
     X(moved_count, "samples given to the stack running at the tick, not to calls made after it")        \
     X(stale_count, "cpu mode: late ticks' samples given to the previous sample's stack (pace.h)")       \
+    X(off_gvl_count, "cpu mode, Ruby 3.3+: samples of the CPU threads used without the GVL, given to the calls that let it go") \
     X(synthesized_count, "samples given a frame for the method a specialized instruction ran (Integer#+)") \
     X(sampling_time_ns, "time inside the sampling callback, paid by the profiled threads")              \
     X(stack_walk_time_ns, "of which capturing stacks (stack_walk.h)")                                   \

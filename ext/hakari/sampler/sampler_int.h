@@ -80,6 +80,8 @@ typedef struct hk_thread {
     /* its time in other states already taken at a change of its labels (hk_states_take_ahead),
      * which the weight of its next sample or samples also holds: left out of them */
     int64_t ahead;
+    /* cpu mode: its CPU off the GVL (sampler_states.c) up to its latest sample */
+    int64_t off_mark;
     /* wall mode without GVL events: at its own latest sample, its CPU clock (-1: unknown) and
      * its time runnable but kept off a core (hk_thread_run_delay_ns; -1: unknown) */
     int64_t cpu_mark, delay_mark;
@@ -177,7 +179,7 @@ typedef struct hk_sampler {
                                                       latest sample saw, where its next period began; 0: none */
     uint32_t *state_stacks; size_t state_stacks_cap; /* by seq * HK_NSTATES + state: 1 + that stack with
                                                         the state's leaf (slot 0: the stack it is for) */
-    uint64_t sample_count, unresolved_count, moved_count, stale_count, synthesized_count;
+    uint64_t sample_count, unresolved_count, moved_count, stale_count, synthesized_count, off_gvl_count;
     /* object mode: the sampled objects' classes, by the index their samples carry
      * (sampler_objects.c; HK_CLASS_* below the first), written by the hook, read at build */
     VALUE *classes; size_t nclasses, classes_cap;
@@ -197,6 +199,10 @@ typedef struct hk_sampler {
     hk_tick tick;
     uint32_t job_ran;      /* wall mode: the job ran since the last tick (set by the job, taken by the
                               worker; not sampling_count, whose line the worker would pull from the job) */
+    int off_gvl_due;       /* cpu mode: a thread's CPU off the GVL reached a period (sampler_states.c) */
+    const void *watched_vm; /* cpu mode: the VM thread whose clock the worker watches (the job's;
+                               read by the thread event hooks, sampler_states.c) */
+    uint32_t job_tick_seq; /* the tick's seq as the latest job that took a tick's sample began (the job's) */
     hk_leaf worker_leaf;   /* cpu mode: the leaf the worker read just before its tick (the worker's alone) */
     /* Wall mode: the threads the worker asks to run the job when none ran
      * since the previous tick (sampler.c flag_threads). Appended with the GVL
@@ -279,6 +285,10 @@ typedef struct sample_head {
  * thread's time by state, which goes under the capture's stack; the thread's latest stack stays
  * its latest tick's, for the samples that build on it (HK_SAMPLE_AGAIN, tails, late ticks). */
 #define HK_HEAD_LABELS_CHANGE 0x200
+/* in a sample head's state: not a tick's sample but the CPU its thread used off the GVL
+ * (sampler_states.c), taken in the call that let it go: its thread's next period does not
+ * begin at its stack */
+#define HK_HEAD_OFF_GVL 0x400
 #define HK_HEAD_TICK(h) ((h)->state & 0xff)
 /* A record of samples with no capture, of threads whose stacks have not
  * changed since their previous samples (sampler_waits.c): its
@@ -405,6 +415,9 @@ size_t hk_sampler_exits_take(uint32_t *seqs, int64_t *ns, size_t max, uint64_t *
  * (hk_tick_hooks.gvl_free); else NULL */
 int (*hk_sampler_gvl_free_fn(void))(void);
 void hk_sampler_holder_start(void);
+/* ctx: the thread `thread`, just as it took the GVL back (a thread event hook): its CPU off the
+ * GVL reached a period, for its job to take there (sampler.c). */
+void hk_sampler_off_gvl_due(VALUE thread);
 void hk_sampler_holder_stop(void);
 void hk_sampler_holder_ended(const void *vm_thread);
 /* object mode's watch windows, at th's end, on it: it is no longer the holder, and its Thread
@@ -498,6 +511,9 @@ int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int6
  * its latest sample that no sample holds yet (a GC's steps; in wall mode, where Ruby has GVL
  * events, time off the GVL or waiting for it). */
 int hk_states_pending(const hk_thread *t);
+/* cpu mode, ctx: GVL, on t's own thread. The CPU t used off the GVL since that was last taken,
+ * when it has reached a period (sampler_states.c), else 0. t's other samples leave it out. */
+int64_t hk_states_take_off_gvl(hk_thread *t);
 /* ctx: GVL, t the calling thread. That time, into parts[state], now: its next sample's weight
  * leaves it out (t->ahead). */
 void hk_states_take_ahead(hk_thread *t, int64_t parts[HK_NSTATES]);

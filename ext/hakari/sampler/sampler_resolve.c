@@ -243,6 +243,10 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap, con
     if (h->leaf.synth && stale_to < 0) stack = synthesized(stack, n, skip, h, cap);
     if (stack < 0) goto drop;
     S.resolved_stack = stack; /* retained mode's followed object's stack */
+    if (h->state & HK_HEAD_OFF_GVL) {
+        *tick_stack = before; /* not a tick: the thread's period began where it was */
+        S.off_gvl_count++;
+    }
     if (h->state & HK_HEAD_LABELS_CHANGE) {
         *tick_stack = before;
         resolve_label_change_parts(h, (uint32_t)stack, (const int64_t *)(end - HK_NSTATES));

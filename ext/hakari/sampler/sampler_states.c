@@ -1,6 +1,7 @@
 /* sampler_states.c — where a thread's time went besides running its code:
  * GC marking and sweeping (both modes, every Ruby), and, in wall mode, time
- * off the GVL (blocked in a call) and waiting to take it back (sampler_int.h).
+ * off the GVL (blocked in a call) and waiting to take it back (sampler_int.h);
+ * in cpu mode, the CPU a thread uses without the GVL (below, "cpu mode").
  *
  * A sample's weight covers its thread's time since its previous sample. The
  * parts of it spent in another state are split off (hk_states_take) and go
@@ -113,6 +114,10 @@ typedef struct gvl_record {
     int64_t since;         /* monotonic ns it entered the state */
     int64_t blocked, wait; /* finished stretches, summed */
     int64_t born;          /* a thread started while profiling: when (its wait for its first GVL counts), else -1 */
+    /* cpu mode, on its own CPU clock: where its current stretch off the GVL began (-1: it holds
+     * the GVL), its finished stretches summed, the last one's ends, and of the sum what no
+     * sample has taken yet (written as it takes the GVL back, read by its job: both hold it) */
+    int64_t off_since, off_total, last_from, last_to, off_pending;
     struct gvl_record *prev, *next;
 } gvl_record;
 
@@ -122,10 +127,13 @@ static rb_internal_thread_event_hook_t *gvl_hook_handle;
 /* every record, for stop to free: added with the GVL or (a thread that starts) without it */
 static gvl_record *gvl_records;
 static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
+static int live_records; /* records pushed less records freed: the threads there are */
 
 static void push_record(gvl_record *g)
 {
+    g->off_since = -1;
     pthread_mutex_lock(&records_lock);
+    __atomic_add_fetch(&live_records, 1, __ATOMIC_RELAXED);
     g->prev = NULL;
     g->next = gvl_records;
     if (gvl_records) gvl_records->prev = g;
@@ -136,6 +144,7 @@ static void push_record(gvl_record *g)
 static void free_record(gvl_record *g)
 {
     pthread_mutex_lock(&records_lock);
+    __atomic_sub_fetch(&live_records, 1, __ATOMIC_RELAXED);
     if (g->prev) g->prev->next = g->next;
     else gvl_records = g->next;
     if (g->next) g->next->prev = g->prev;
@@ -156,11 +165,92 @@ static void gvl_thread_started(VALUE thread, int64_t now)
     rb_internal_thread_specific_set(thread, gvl_key, g);
 }
 
+/* ---- cpu mode: the CPU a thread uses off the GVL ---------------------------
+ *
+ * A thread's CPU goes to its samples, which its own job takes, holding the GVL. The CPU it uses
+ * without the GVL, letting it go and taking it back (waking the next thread, its own wake-up:
+ * some 20-60 µs a time on the test VM) or running C code that does not need it, was taken by its
+ * next sample, wherever the thread then ran: with several threads handing the GVL on, the
+ * accuracy bench's C sleep that releases it had 3 % of its CPU, the busy methods after it the
+ * rest. So each thread's record sums that CPU, read on its clock as it lets the GVL go and as it
+ * takes it back (two system calls, ~1 µs each here, while the process has two threads or
+ * more), but for a thread the worker watched all the while (a lone thread is): the periods
+ * ended on its CPU, and its ticks land in such a call as anywhere else. Once the sum reaches a period, the thread runs the job as it takes the GVL
+ * back, in the call that let it go, and a sample there takes the sum (sampler.c
+ * take_off_gvl_sample), which the thread's next samples leave out (its `ahead`). The sum is
+ * given where it reaches a period, as a tick's period is: each call's share of it, on average. */
+static void cpu_gvl_event(rb_event_flag_t ev, const rb_internal_thread_event_data_t *data, gvl_record *g)
+{
+    if (ev == RUBY_INTERNAL_THREAD_EVENT_SUSPENDED) {
+        g->off_since = __atomic_load_n(&live_records, __ATOMIC_RELAXED) > 1 ? hk_clock_ns(CLOCK_THREAD_CPUTIME_ID) : -1;
+        return;
+    }
+    if (ev != RUBY_INTERNAL_THREAD_EVENT_RESUMED || g->off_since < 0) return;
+    /* Still the thread the worker watches (no other thread's job ran meanwhile, which would have
+     * made that one watched): the periods ended on its CPU all along, and its ticks landed in
+     * the stretch as anywhere else, its CPU there sampled as the rest of it (counted here as
+     * well, a lone thread's C sleep that releases the GVL was given its CPU twice). */
+    if (hk_stack_walk_thread_of(data->thread) == __atomic_load_n(&S.watched_vm, __ATOMIC_RELAXED)) {
+        g->off_since = -1;
+        return;
+    }
+    int64_t now = hk_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    int64_t used = now - g->off_since;
+    if (used > 0) {
+        g->off_total += used;
+        g->last_from = g->off_since;
+        g->last_to = now;
+    }
+    g->off_since = -1;
+    /* the thread holds the GVL: the job that takes the sum runs on it, with the GVL, too */
+    if (used > 0 && (g->off_pending += used) >= S.period_ns) hk_sampler_off_gvl_due(data->thread);
+}
+
+/* The thread's CPU off the GVL up to its CPU clock's reading v (a tick's, before the stretch it
+ * was in then had ended: its part after v left out). */
+static int64_t off_total_at(const gvl_record *g, int64_t v)
+{
+    if (v >= g->last_to) return g->off_total;
+    return g->off_total - (g->last_to - (v > g->last_from ? v : g->last_from));
+}
+
+/* A sample's weight (left, up to the thread's clock at `to`) less the thread's CPU off the GVL
+ * since its previous sample, which its off samples take (carried as `ahead` when the weight is
+ * short of it); a tail, at the thread's end or at stop, takes what none of them took. */
+static int64_t cpu_off_gvl(hk_thread *t, int64_t left, int64_t to, int whose)
+{
+    gvl_record *g = t->gvl;
+    int64_t at = off_total_at(g, to);
+    if (at > t->off_mark) {
+        t->ahead += at - t->off_mark;
+        t->off_mark = at;
+    }
+    if (whose != HK_SPLIT_OWN) {
+        left += g->off_pending;
+        g->off_pending = 0;
+    }
+    return left;
+}
+
+int64_t hk_states_take_off_gvl(hk_thread *t)
+{
+    gvl_record *g = t->gvl;
+    if (!g || S.cfg.mode != HK_MODE_CPU || g->off_pending < S.period_ns) return 0;
+    int64_t off = g->off_pending;
+    g->off_pending = 0;
+    return off;
+}
+
 /* ctx: any thread, without the GVL (but RESUMED): the thread's own transition */
 static void gvl_hook(rb_event_flag_t ev, const rb_internal_thread_event_data_t *data, void *user)
 {
     (void)user;
     if (!data || !S.running) return;
+    if (S.cfg.mode == HK_MODE_CPU) {
+        gvl_record *g = rb_internal_thread_specific_get(data->thread, gvl_key);
+        if (g) cpu_gvl_event(ev, data, g);
+        return;
+    }
     int64_t now = hk_clock_ns(CLOCK_MONOTONIC);
     if (ev == RUBY_INTERNAL_THREAD_EVENT_STARTED) {
         gvl_thread_started(data->thread, now);
@@ -251,6 +341,7 @@ void hk_states_thread(hk_thread *t, int running)
         rb_internal_thread_specific_set(t->thread, gvl_key, g);
     }
     t->gvl = g;
+    t->off_mark = g->off_total;
     /* its time begins at its birth (all of its record counts) or where its baseline is */
     if (g->born < 0)
         gvl_totals(g, t->prev_clock >= 0 ? t->prev_clock : hk_clock_ns(CLOCK_MONOTONIC), &t->gvl_blocked,
@@ -314,6 +405,9 @@ int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int6
             }
         }
     }
+#ifdef HK_GVL_EVENTS
+    if (t->gvl && S.cfg.mode == HK_MODE_CPU) left = cpu_off_gvl(t, left, to, whose);
+#endif
     /* What a change of its labels took already (hk_states_take_ahead) is in no sample twice.
      * After the CPU reading above: that time (a GC's, where Ruby has GC but no GVL events, 3.2)
      * was on the thread's CPU too, and so not blocked. */
@@ -406,17 +500,15 @@ void hk_states_start(void)
     rb_tracepoint_enable(G.tracepoint);
 #endif
 #ifdef HK_GVL_EVENTS
-    if (S.cfg.mode != HK_MODE_WALL) return;
-    if (!gvl_key_made) { /* Ruby has 8 such slots: this takes one, at the first wall-mode start */
+    /* under M:N threads a thread's CPU is its stretches on native threads (sampler_mn.c) */
+    if (S.cfg.mode != HK_MODE_WALL && (S.cfg.mode != HK_MODE_CPU || S.mn)) return;
+    if (!gvl_key_made) { /* Ruby has 8 such slots: this takes one, at the first start that needs it */
         gvl_key = rb_internal_thread_specific_key_create();
         gvl_key_made = 1;
     }
-    gvl_hook_handle = rb_internal_thread_add_event_hook(gvl_hook,
-                                                        RUBY_INTERNAL_THREAD_EVENT_STARTED |
-                                                            RUBY_INTERNAL_THREAD_EVENT_SUSPENDED |
-                                                            RUBY_INTERNAL_THREAD_EVENT_READY |
-                                                            RUBY_INTERNAL_THREAD_EVENT_RESUMED,
-                                                        NULL);
+    rb_event_flag_t events = RUBY_INTERNAL_THREAD_EVENT_SUSPENDED | RUBY_INTERNAL_THREAD_EVENT_RESUMED;
+    if (S.cfg.mode == HK_MODE_WALL) events |= RUBY_INTERNAL_THREAD_EVENT_STARTED | RUBY_INTERNAL_THREAD_EVENT_READY;
+    gvl_hook_handle = rb_internal_thread_add_event_hook(gvl_hook, events, NULL);
 #endif
 }
 
@@ -437,8 +529,17 @@ void hk_states_stop(void)
         free(gvl_records);
         gvl_records = next;
     }
+    live_records = 0;
 #endif
 }
+
+#ifndef HK_GVL_EVENTS
+int64_t hk_states_take_off_gvl(hk_thread *t)
+{
+    (void)t;
+    return 0;
+}
+#endif
 
 void hk_states_forget(void)
 {
@@ -447,6 +548,7 @@ void hk_states_forget(void)
     if (gvl_hook_handle) rb_internal_thread_remove_event_hook(gvl_hook_handle);
     gvl_hook_handle = NULL;
     gvl_records = NULL; /* the parent's memory, copied: left as it is */
+    live_records = 0;
     pthread_mutex_init(&records_lock, NULL); /* another thread may have held it at the fork */
 #endif
 }
