@@ -85,17 +85,20 @@ class Chromium
   end
 
   def close
-    begin
-      call("Browser.close", timeout: 5)
-    rescue StandardError
+    # a browser that could not start (no binary: the spawn's own error says so) has no process
+    if @pid
       begin
-        Process.kill("KILL", -@pid)
-      rescue Errno::ESRCH
-        nil # gone already
+        call("Browser.close", timeout: 5)
+      rescue StandardError
+        begin
+          Process.kill("KILL", -@pid)
+        rescue Errno::ESRCH
+          nil # gone already
+        end
       end
+      Process.wait(@pid)
     end
-    Process.wait(@pid)
-    [@to_browser, @from_browser].each { |io| io.close unless io.closed? }
+    [@to_browser, @from_browser].each { |io| io.close if io && !io.closed? }
     FileUtils.rm_rf(@dir)
   end
 
