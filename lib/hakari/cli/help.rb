@@ -186,7 +186,7 @@ module Hakari
           require "hakari/active_job"  # include Hakari::ActiveJob in ApplicationJob: the same
           Hakari.start(mode: :wall); work; profile = Hakari.stop    # Hakari.stop => Hakari::Profile or nil
           profile.to_h          # mode, frequency, start_time_ns, duration_ns, trigger_count, sampling_count,
-                                # sample_count, dropped_count, moved_count, stale_count, synthesized_count, synthesized,
+                                # sample_count, dropped_count, moved_count, stale_count, off_gvl_count, synthesized_count, synthesized,
                                 # sampling_time_ns, stack_walk_time_ns, resolve_time_ns, timer_cpu_ns, thread_count,
                                 # unique_frames, unique_stacks, timer, stack_walker, walk_mismatch_count,
                                 # ractors_started, ractor_threads, label_sets_dropped, label_change_count, samples: [[frames, weight_ns, count, thread_seq, label_set], ...],
