@@ -301,7 +301,9 @@ __attribute__((noinline)) static int take_off_gvl_sample(void)
     if (!t || t->own || !t->gvl) return 0;
     uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room);
     if (!at) return 0; /* the CPU stays in the thread's next samples */
+    uint64_t w0 = cost_clock();
     long words = hk_stack_walk_capture(at + HEAD_WORDS, S.capture_room);
+    S.capture_time += cost_clock() - w0;
     int64_t off = words > 0 ? hk_states_take_off_gvl(t) : 0;
     if (off <= 0) return 0;
     if (!t->seq) t->seq = hk_sampler_next_seq();
