@@ -308,20 +308,11 @@ __attribute__((noinline)) static int take_off_gvl_sample(void)
     if (off <= 0) return 0;
     if (!t->seq) t->seq = hk_sampler_next_seq();
     sample_head *h = (sample_head *)at;
-    *h = (sample_head){.state = HK_TICK_RUNNING | HK_HEAD_OFF_GVL, .seq = t->seq, .weight = off, .labels = hk_labels_of(t->thread)};
+    *h = (sample_head){
+        .state = HK_TICK_RUNNING | HK_HEAD_OFF_GVL, .seq = t->seq, .weight = off, .labels = hk_labels_of(t->thread)};
     if (!S.cfg.aggregate) h->time_ns = hk_clock_ns(CLOCK_REALTIME);
     hk_ring_commit(&S.ring, HEAD_WORDS + (size_t)words);
     return 1;
-}
-
-void hk_sampler_off_gvl_due(VALUE thread)
-{
-    __atomic_store_n(&S.off_gvl_due, 1, __ATOMIC_RELAXED);
-#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
-    rb_postponed_job_trigger(job_handle);
-#endif
-    const void *vm_thread = hk_stack_walk_thread_of(thread);
-    if (vm_thread) hk_stack_walk_flag_jobs(vm_thread);
 }
 
 /* ctx: GVL (postponed job) */

@@ -415,9 +415,6 @@ size_t hk_sampler_exits_take(uint32_t *seqs, int64_t *ns, size_t max, uint64_t *
  * (hk_tick_hooks.gvl_free); else NULL */
 int (*hk_sampler_gvl_free_fn(void))(void);
 void hk_sampler_holder_start(void);
-/* ctx: the thread `thread`, just as it took the GVL back (a thread event hook): its CPU off the
- * GVL reached a period, for its job to take there (sampler.c). */
-void hk_sampler_off_gvl_due(VALUE thread);
 void hk_sampler_holder_stop(void);
 void hk_sampler_holder_ended(const void *vm_thread);
 /* object mode's watch windows, at th's end, on it: it is no longer the holder, and its Thread

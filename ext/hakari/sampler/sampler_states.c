@@ -175,10 +175,11 @@ static void gvl_thread_started(VALUE thread, int64_t now)
  * rest. So each thread's record sums that CPU, read on its clock as it lets the GVL go and as it
  * takes it back (two system calls, ~1 µs each here, while the process has two threads or
  * more), but for a thread the worker watched all the while (a lone thread is): the periods
- * ended on its CPU, and its ticks land in such a call as anywhere else. Once the sum reaches a period, the thread runs the job as it takes the GVL
- * back, in the call that let it go, and a sample there takes the sum (sampler.c
- * take_off_gvl_sample), which the thread's next samples leave out (its `ahead`). The sum is
- * given where it reaches a period, as a tick's period is: each call's share of it, on average. */
+ * ended on its CPU, and its ticks land in such a call as anywhere else. Once the sum reaches a
+ * period, the thread runs the job as it takes the GVL back, in the call that let it go, and a
+ * sample there takes the sum (sampler.c take_off_gvl_sample), which the thread's other samples
+ * leave out (cpu_off_gvl, through its `ahead`). The sum is given where it reaches a period, as a
+ * tick's period is: each call's share of it, on average. */
 static void cpu_gvl_event(rb_event_flag_t ev, const rb_internal_thread_event_data_t *data, gvl_record *g)
 {
     if (ev == RUBY_INTERNAL_THREAD_EVENT_SUSPENDED) {
@@ -202,8 +203,16 @@ static void cpu_gvl_event(rb_event_flag_t ev, const rb_internal_thread_event_dat
         g->last_to = now;
     }
     g->off_since = -1;
-    /* the thread holds the GVL: the job that takes the sum runs on it, with the GVL, too */
-    if (used > 0 && (g->off_pending += used) >= S.period_ns) hk_sampler_off_gvl_due(data->thread);
+    /* the thread holds the GVL: the job that takes the sum (sampler.c) runs on it, with the GVL
+     * too, asked for here through the job's handle (3.3+, as these hooks) and the thread's flag */
+    if (used > 0 && (g->off_pending += used) >= S.period_ns) {
+        __atomic_store_n(&S.off_gvl_due, 1, __ATOMIC_RELAXED);
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+        if (S.has_job_handle) rb_postponed_job_trigger(S.job_handle);
+#endif
+        const void *vm_thread = hk_stack_walk_thread_of(data->thread);
+        if (vm_thread) hk_stack_walk_flag_jobs(vm_thread);
+    }
 }
 
 /* The thread's CPU off the GVL up to its CPU clock's reading v (a tick's, before the stretch it
