@@ -579,6 +579,7 @@ static void fill_totals(hk_sampler_stats *st)
     st->object_count = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? hk_objects_allocated() : 0;
     st->objects_watched = HK_MODE_COUNTS_OBJECTS(S.cfg.mode) ? hk_objects_watched() : 0;
     st->objects_after_windows = S.cfg.mode == HK_MODE_OBJECT ? hk_watch_after_windows() : 0;
+    st->objects_read_late = S.cfg.mode == HK_MODE_OBJECT ? hk_watch_read_late() : 0;
     st->retained_count = S.cfg.mode == HK_MODE_RETAINED ? S.sample_count : 0;
     st->timer_kind = S.cfg.mode == HK_MODE_OBJECT ? "NEWOBJ hook: a sample every interval objects, resolved by a worker thread"
                      : S.cfg.mode == HK_MODE_RETAINED ? "NEWOBJ and FREEOBJ hooks: every interval-th object followed until it is freed"

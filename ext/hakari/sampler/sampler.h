@@ -62,6 +62,7 @@ typedef struct hk_sampler_config {
     X(object_count, "object and retained: objects allocated while profiling, by the threads of the main Ractor") \
     X(objects_watched, "object mode: of them, those made while the NEWOBJ hook was on (watch:); samples are scaled by object_count / objects_watched") \
     X(objects_after_windows, "object mode with watch windows: of object_count, those made after the last window, in no sample") \
+    X(objects_read_late, "object mode with watch windows: of object_count, those made past the end of a stretch whose read came over 1 ms late (a busy or virtual machine's worker), placed where the window after it was") \
     X(retained_count, "retained: sampled objects still alive at stop, after a full GC")                       \
     X(ractors_started, "Ractors other than the main one started while profiling, or running at its start: cpu and wall modes sample their threads on Ruby 3.3+ (a `ractor` label), else not (cpu mode: their CPU is in [native threads])") \
     X(ractor_threads, "cpu and wall modes, Ruby 3.3+: threads of other Ractors first sampled in the span (their samples carry a `ractor` label)") \

@@ -593,6 +593,10 @@ uint64_t hk_watch_count_now(void);
 /* the objects made since the last window (and the stretch before it) began: in no sample yet,
  * and after the end in none at all */
 uint64_t hk_watch_after_windows(void);
+/* the objects made past the end of stretches whose read came more than WATCH_LATE_NS after it
+ * was due (the worker woke late, and no GC step came first: 3.1 has none to be had), which the
+ * window after each took, wherever they were made */
+uint64_t hk_watch_read_late(void);
 void hk_watch_not_program(uint64_t since);
 
 /* ---- sampler_build.c ----------------------------------------------------------- */

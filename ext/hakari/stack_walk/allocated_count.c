@@ -2,6 +2,8 @@
  * (allocated_count.h). */
 #include "allocated_count.h"
 
+#include "clocks.h"
+
 #include <ruby/ruby.h>
 #include <ruby/debug.h>
 #include <ruby/version.h>
@@ -16,6 +18,10 @@ static struct {
     int readers;         /* readers begun less readers ended */
     uint64_t in_gc;      /* what Ruby's count grew by inside GCs while the hook was on */
     uint64_t entered;    /* Ruby's count as the current GC began; 0: not in one */
+    int64_t gc_ns;       /* time inside GCs while the hook was on */
+    int64_t entered_at;  /* the time the current GC began */
+    uint64_t notify_at;  /* hk_allocated_count_notify's count, and what it calls */
+    void (*reached)(void);
 #ifdef HK_COUNT_GC_HOOK
     VALUE hook;          /* the TracePoint on the GC's entry and exit, marked by Ruby */
 #endif
@@ -35,9 +41,17 @@ static void gc_hook(VALUE tpval, void *data)
     (void)data;
     if (rb_tracearg_event_flag(rb_tracearg_from_tracepoint(tpval)) == RUBY_INTERNAL_EVENT_GC_ENTER) {
         C.entered = ruby_count();
+        C.entered_at = hk_clock_ns(CLOCK_MONOTONIC);
+        if (C.reached && C.entered - C.in_gc >= C.notify_at) {
+            void (*reached)(void) = C.reached;
+            C.reached = NULL;
+            reached();
+        }
     } else if (C.entered) {
         uint64_t now = ruby_count();
         if (now > C.entered) C.in_gc += now - C.entered;
+        int64_t t = hk_clock_ns(CLOCK_MONOTONIC);
+        if (t > C.entered_at) C.gc_ns += t - C.entered_at;
         C.entered = 0;
     }
 }
@@ -60,6 +74,7 @@ static void begin_reading(void)
 static void end_reading(void)
 {
     if (C.readers <= 0 || --C.readers > 0) return;
+    C.reached = NULL;
 #ifdef HK_COUNT_GC_HOOK
     if (C.hook) rb_tracepoint_disable(C.hook);
 #endif
@@ -74,3 +89,11 @@ void hk_allocated_count_read(int *reading, int on)
 }
 
 uint64_t hk_allocated_count(void) { return ruby_count() - C.in_gc; }
+
+int64_t hk_allocated_count_gc_ns(void) { return C.gc_ns; }
+
+void hk_allocated_count_notify(uint64_t at, void (*reached)(void))
+{
+    C.notify_at = at;
+    C.reached = reached;
+}

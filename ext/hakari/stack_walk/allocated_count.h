@@ -17,5 +17,13 @@
 void hk_allocated_count_read(int *reading, int on);
 
 uint64_t hk_allocated_count(void);
+/* The time spent inside GCs while read (monotonic ns), so that a reader can tell how fast the
+ * program allocates while it runs; 0 throughout where there is no hook (before 3.2). */
+int64_t hk_allocated_count_gc_ns(void);
+/* ctx: GVL. At the first GC step (a GC, a step of its lazy sweep: every page or so of an
+ * allocating program's objects) that finds hk_allocated_count() at `at` or past it, `reached`
+ * runs, inside the GC (it may only trigger a postponed job), once; a later call replaces it, and
+ * `reached` NULL cancels it. Nothing before 3.2 (no hook). */
+void hk_allocated_count_notify(uint64_t at, void (*reached)(void));
 
 #endif

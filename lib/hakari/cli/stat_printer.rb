@@ -142,7 +142,15 @@ module Hakari
         return [] if watched.zero? || watched >= all
 
         [row(int(watched), "", "of them made while the NEWOBJ hook was on (#{pct(watched, all)} %, --watch)"),
-         row(int(n["objects_after_windows"]), "", "of them made after the last window, in no sample")]
+         row(int(n["objects_after_windows"]), "", "of them made after the last window, in no sample")] + read_late_line(n)
+      end
+
+      # stretches between windows whose read came late: their objects went where the next window was
+      def read_late_line(n)
+        late = n["objects_read_late"].to_i
+        return [] if late.zero?
+
+        [row(int(late), "", "of them past a stretch whose read came late (a busy machine), placed by the window after it")]
       end
 
       # retained mode: what was followed and what was still alive at stop, after a full GC
