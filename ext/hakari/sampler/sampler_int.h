@@ -603,6 +603,14 @@ void hk_watch_not_program(uint64_t since);
 
 /* ctx: GVL (allocates Ruby strings while resolving names). */
 hk_profile *hk_sampler_build_profile(const hk_sampler *s, hk_sampler_stats *stats);
+
+/* ---- sampler_stats.c ----------------------------------------------------------- */
+
+/* ctx: GVL. The stats of the span since start or the last clearing snapshot; totals gets those
+ * since start. */
+void hk_sampler_stats_since_clear(hk_sampler_stats *st, hk_sampler_stats *totals);
+/* ctx: GVL. The same, without the totals. */
+void hk_sampler_stats_fill(hk_sampler_stats *st);
 /* a label of hakari's own methods (Hakari.*, Hakari::*, or a block in one): left out of stacks */
 int hk_sampler_own_label(const char *label, long len);
 
