@@ -22,8 +22,16 @@
 # interval 1 and 10, each (method, class) count against the truth and the bytes against
 # ObjectSpace.memsize_of of the kept objects; and kramdown's slowdown under it (as part 2).
 #
+# Part 4, watch windows run after run: three long phases (300 000 strings, 200 000 arrays,
+# 100 000 hashes) profiled with watch windows again and again (HAKARI_BENCH_WATCH_RUNS), each
+# phase's error per run summed up as its mean, standard deviation and largest; and the runs
+# whose profile counts objects of stretches read late (objects_read_late), with the most. A
+# stretch ends at its read, the worker's or (3.2+) the first GC step's past its end: a late read
+# on a busy or virtual machine puts a phase's objects with the next one's.
+#
 #   ruby bench/objects.rb                  (any lane: script/lane 3.4 ruby bench/objects.rb)
-# Env: HAKARI_BENCH_ROUNDS (default 41), HAKARI_BENCH_PARTS (default 1,2,3)
+# Env: HAKARI_BENCH_ROUNDS (default 41), HAKARI_BENCH_PARTS (default 1,2,3,4),
+#      HAKARI_BENCH_WATCH_RUNS (default 100)
 
 $LOAD_PATH.unshift File.expand_path("../lib", __dir__)
 require "hakari"
@@ -34,8 +42,9 @@ require_relative "paired_stats"
 include PairedStats
 
 ROUNDS = Integer(ENV.fetch("HAKARI_BENCH_ROUNDS", "41"))
+WATCH_RUNS = Integer(ENV.fetch("HAKARI_BENCH_WATCH_RUNS", "100"))
 WATCH = 0.2 # watch windows: the NEWOBJ hook on for a fifth of the objects (README, "Watch windows")
-PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2,3").split(",").map { Integer(_1) }
+PARTS = ENV.fetch("HAKARI_BENCH_PARTS", "1,2,3,4").split(",").map { Integer(_1) }
 LANE = "Ruby #{RUBY_DESCRIPTION[/\A\S+ \S+/]}#{defined?(RubyVM::YJIT) && RubyVM::YJIT.enabled? ? ' +YJIT' : ''}"
 
 # Each makes exactly n objects of one class (kept in a local: an unused literal is never built).
@@ -230,7 +239,31 @@ def part3
   end
 end
 
+LONG = -> { Allocs.strings(300_000); Allocs.arrays(200_000); Allocs.hashes(100_000) }
+LONG_TRUTH = { %w[Allocs.strings String] => 300_000, %w[Allocs.arrays Array] => 200_000, %w[Allocs.hashes Hash] => 100_000 }.freeze
+
+def part4
+  puts "\n4. watch #{WATCH}, #{WATCH_RUNS} runs of three long phases (#{LANE})"
+  LONG.call
+  late = []
+  errors = Hash.new { |h, k| h[k] = [] }
+  WATCH_RUNS.times do
+    profile = Hakari.start(mode: :object, watch: WATCH) { LONG.call }
+    got = hakari_counts(profile)
+    LONG_TRUTH.each { |key, truth| errors[key] << 100.0 * (got[key][0] - truth) / truth }
+    late << profile.counters[:objects_read_late]
+  end
+  LONG_TRUTH.each_key do |(method, klass)|
+    e = errors[[method, klass]]
+    mean = e.sum / e.size
+    sd = Math.sqrt(e.sum { (_1 - mean)**2 } / e.size)
+    puts format("  %-28s mean %+.2f%%, sd %.2f%%, largest %+.2f%%", "#{method} #{klass}", mean, sd, e.max_by(&:abs))
+  end
+  puts format("  runs with objects read late: %d of %d (at most %d objects)", late.count(&:positive?), late.size, late.max)
+end
+
 puts "# object and retained modes: truth and cost"
 part1 if PARTS.include?(1)
 part2 if PARTS.include?(2)
 part3 if PARTS.include?(3)
+part4 if PARTS.include?(4)
