@@ -325,7 +325,12 @@ HK_HOT static void sample_job(void *arg)
      * which the worker writes and the job reads only when short of room */
     for (size_t off = 0; off < offsetof(hk_sampler, ring.cons); off += 64) __builtin_prefetch((const char *)&S + off);
     hk_stack_walk_prefetch();
-    if (!S.running || S.building) return;
+    /* A job a time profile's worker asked for may run in the next profile: Ruby runs a job at the
+     * next interrupt check of a thread it flagged, and when the flagged thread waited past stop,
+     * whenever any thread next checks for jobs. In object mode, whose samples its NEWOBJ hook
+     * takes, such a job once weighed the main thread's time since start as 24.5 million objects
+     * of no class. */
+    if (!S.running || S.building || HK_MODE_COUNTS_OBJECTS(S.cfg.mode)) return;
     if (S.ractors_started) {
         if (!in_main_ractor()) {
             __atomic_store_n(&S.job_stolen, 1, __ATOMIC_RELAXED);
