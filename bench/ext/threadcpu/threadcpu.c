@@ -5,6 +5,8 @@
  *   ThreadCPU.available?   false before Ruby 3.3 (no thread-specific slots)
  *   ThreadCPU.start        from here on, follows every thread's stretches on native threads
  *   ThreadCPU.now_ns       the calling thread's own CPU since it was first followed
+ *   ThreadCPU.total_ns     the CPU of every thread followed, the ended ones whole, the calling
+ *                          one until now (others still running: until their last stretch ended)
  *
  * Under M:N threads one native thread runs several Ruby threads, one after another, so its CPU
  * clock read around a call holds the CPU of the threads that ran between the two reads. Here a
@@ -17,10 +19,12 @@
  * thread is Ruby's switching, no thread's. Every stretch is counted, none sampled: a truth for
  * a sampler to be measured against.
  *
- * Each thread's record is read and written only by that thread's own events and calls, so it
- * needs no lock. Records are never freed: a bench makes a few dozen threads.
+ * Each thread's record is written only by that thread's own events and calls, so it needs no
+ * lock; total_ns reads the others' finished stretches as they stand. Records are never freed
+ * (a bench makes a few dozen threads): a list of them, added to under a mutex, serves total_ns.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -31,7 +35,11 @@
 typedef struct stretches {
     int64_t closed; /* ns of the finished stretches */
     int64_t since;  /* the native clock where the open one began; -1: none open */
+    struct stretches *next; /* every record made, newest first */
 } stretches;
+
+static stretches *records;
+static pthread_mutex_t records_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static rb_internal_thread_specific_key_t key;
 static rb_internal_thread_event_hook_t *hook;
@@ -51,6 +59,10 @@ static stretches *record_of(VALUE thread)
     if (!s) return NULL;
     s->since = -1;
     rb_internal_thread_specific_set(thread, key, s);
+    pthread_mutex_lock(&records_lock);
+    s->next = records;
+    __atomic_store_n(&records, s, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&records_lock);
     return s;
 }
 
@@ -68,7 +80,7 @@ static void on_event(rb_event_flag_t ev, const rb_internal_thread_event_data_t *
         s->since = left == s && left_at <= now ? left_at : now;
         left = NULL;
     } else if (s->since >= 0) {
-        s->closed += now - s->since;
+        __atomic_store_n(&s->closed, s->closed + now - s->since, __ATOMIC_RELAXED);
         s->since = -1;
         left = s;
         left_at = now;
@@ -93,8 +105,17 @@ static VALUE now_ns(VALUE mod)
     return LL2NUM(s->closed + now - s->since);
 }
 
+static VALUE total_ns(VALUE mod)
+{
+    int64_t sum = NUM2LL(now_ns(mod)) - record_of(rb_thread_current())->closed;
+    for (stretches *s = __atomic_load_n(&records, __ATOMIC_ACQUIRE); s; s = s->next)
+        sum += __atomic_load_n(&s->closed, __ATOMIC_RELAXED);
+    return LL2NUM(sum);
+}
+
 static VALUE available(VALUE mod) { return Qtrue; }
 #else
+static VALUE total_ns(VALUE mod) { rb_raise(rb_eNotImpError, "ThreadCPU needs Ruby 3.3 or later"); }
 static VALUE start(VALUE mod) { rb_raise(rb_eNotImpError, "ThreadCPU needs Ruby 3.3 or later"); }
 static VALUE now_ns(VALUE mod) { rb_raise(rb_eNotImpError, "ThreadCPU needs Ruby 3.3 or later"); }
 static VALUE available(VALUE mod) { return Qfalse; }
@@ -106,4 +127,5 @@ void Init_threadcpu(void)
     rb_define_module_function(m, "available?", available, 0);
     rb_define_module_function(m, "start", start, 0);
     rb_define_module_function(m, "now_ns", now_ns, 0);
+    rb_define_module_function(m, "total_ns", total_ns, 0);
 }
