@@ -333,7 +333,21 @@ HK_HOT static void sample_job(void *arg)
     if (!S.running || S.building || HK_MODE_COUNTS_OBJECTS(S.cfg.mode)) return;
     if (S.ractors_started) {
         if (!in_main_ractor()) {
+            /* Asked for again at once, for the main Ractor's thread that holds its GVL: the
+             * holder's next take of the GVL (sampler_threads.c) may be long in coming. A Ractor's
+             * ticker (sampler_ractors.c) can wake with hakari's worker, its thread then running
+             * every tick's job first: a main thread that ran 45 ms had none, and its CPU went to
+             * the call it blocked in next (the Ractors test, 1 run in 10). Ruby's trigger flags
+             * this thread too, which would run the job again at once: its flag is cleared. */
             __atomic_store_n(&S.job_stolen, 1, __ATOMIC_RELAXED);
+#ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
+            const void *holder = __atomic_load_n(&S.holder, __ATOMIC_RELAXED);
+            if (holder && S.has_job_handle) {
+                rb_postponed_job_trigger(S.job_handle);
+                hk_stack_walk_unflag_own_jobs();
+                hk_stack_walk_flag_jobs(holder);
+            }
+#endif
             return;
         }
         /* the job ran here after all: no main thread need ask for it again */

@@ -100,6 +100,9 @@ long hk_stack_walk_capture_thread(const void *vm_thread, uint64_t *out, size_t r
  * rb_postponed_job_register does for the context it picks. The thread's
  * Thread object must be kept alive (the sampler marks it). */
 void hk_stack_walk_flag_jobs(const void *vm_thread);
+/* ctx: GVL, a postponed job. The calling thread no longer has the postponed jobs flagged: a job
+ * that just asked Ruby for another run, meant for another thread, does not run it here again. */
+void hk_stack_walk_unflag_own_jobs(void);
 
 /* ctx: the sampler's resolve lock (any thread, no GVL needed). The frames of
  * the capture at cap, as rb_profile_frames(0, limit,
