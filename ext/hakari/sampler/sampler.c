@@ -342,7 +342,8 @@ HK_HOT static void sample_job(void *arg)
             __atomic_store_n(&S.job_stolen, 1, __ATOMIC_RELAXED);
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
             const void *holder = __atomic_load_n(&S.holder, __ATOMIC_RELAXED);
-            if (holder && S.has_job_handle) {
+            /* (where this thread's flag cannot be cleared, the holder waits for its next take) */
+            if (holder && S.has_job_handle && hk_stack_walk_jobs_flaggable()) {
                 rb_postponed_job_trigger(S.job_handle);
                 hk_stack_walk_unflag_own_jobs();
                 hk_stack_walk_flag_jobs(holder);

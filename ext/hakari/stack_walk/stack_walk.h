@@ -101,8 +101,10 @@ long hk_stack_walk_capture_thread(const void *vm_thread, uint64_t *out, size_t r
  * Thread object must be kept alive (the sampler marks it). */
 void hk_stack_walk_flag_jobs(const void *vm_thread);
 /* ctx: GVL, a postponed job. The calling thread no longer has the postponed jobs flagged: a job
- * that just asked Ruby for another run, meant for another thread, does not run it here again. */
+ * that just asked Ruby for another run, meant for another thread, does not run it here again.
+ * Only where hk_stack_walk_jobs_flaggable() (the threads' layout is known): else it does nothing. */
 void hk_stack_walk_unflag_own_jobs(void);
+int hk_stack_walk_jobs_flaggable(void);
 
 /* ctx: the sampler's resolve lock (any thread, no GVL needed). The frames of
  * the capture at cap, as rb_profile_frames(0, limit,

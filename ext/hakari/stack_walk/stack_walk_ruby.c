@@ -48,6 +48,7 @@ long hk_stack_walk_capture_thread(const void *vm_thread, uint64_t *out, size_t r
 }
 void hk_stack_walk_flag_jobs(const void *vm_thread) { (void)vm_thread; }
 void hk_stack_walk_unflag_own_jobs(void) {}
+int hk_stack_walk_jobs_flaggable(void) { return 0; }
 int hk_stack_walk_pushed_since(const uint64_t *cap, const void *slot, uintptr_t leaf)
 {
     (void)cap;

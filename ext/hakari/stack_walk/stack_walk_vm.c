@@ -613,10 +613,12 @@ void hk_stack_walk_flag_jobs(const void *vm_thread)
     if (ec) __atomic_fetch_or(&ec->interrupt_flag, VM_POSTPONED_JOB_INTERRUPT, __ATOMIC_RELAXED);
 }
 
+int hk_stack_walk_jobs_flaggable(void) { return W.enabled && W.threads_ok; }
+
 void hk_stack_walk_unflag_own_jobs(void)
 {
-    vm_ec *ec = (vm_ec *)vm_current_ec();
-    if (ec && W.enabled) __atomic_fetch_and(&ec->interrupt_flag, ~(uint32_t)VM_POSTPONED_JOB_INTERRUPT, __ATOMIC_RELAXED);
+    vm_ec *ec = hk_stack_walk_jobs_flaggable() ? (vm_ec *)vm_current_ec() : NULL;
+    if (ec) __atomic_fetch_and(&ec->interrupt_flag, ~(uint32_t)VM_POSTPONED_JOB_INTERRUPT, __ATOMIC_RELAXED);
 }
 
 long hk_stack_walk_capture_thread(const void *vm_thread, uint64_t *out, size_t room)
