@@ -350,7 +350,7 @@ static VALUE native_end_at_exit(int argc, VALUE *argv, VALUE mod)
  * CLI's among them), a sampling profile still running (started without a block and never
  * stopped, as by a server's master that forks its workers) has its sampling ended: its worker
  * threads are joined and its hooks removed before Ruby frees the threads they read. Without it,
- * 8 of 40 runs of a script that exits while profiling four threads died of SIGSEGV (3.4+YJIT),
+ * 7 of 40 runs of a script that exits while profiling four threads died of SIGSEGV (3.4+YJIT),
  * and a puma master in the Rack test 1 shutdown in 9. */
 static void halt_at_exit(VALUE unused)
 {
