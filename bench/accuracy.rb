@@ -29,6 +29,7 @@
 #      HAKARI_BENCH_CALL_MS           call lengths in ms, comma-separated
 #      HAKARI_BENCH_PROFILERS         which profilers (default hakari,stackprof,rperf)
 #      HAKARI_BENCH_SCENARIOS         single,threads,ractors (default all three)
+#      HAKARI_BENCH_MODES             cpu,wall (default both)
 #      HAKARI_BENCH_LOAD              busy processes beside the bench: a number, or "cores" for one
 #                                     per core (default 0): a loaded server, the normal case
 #      HAKARI_BENCH_VERBOSE=1         every method's figures, not only the summary
@@ -57,6 +58,11 @@ METHODS = %i[ruby_busy c_busy c_sleep_hold c_sleep_release mixed].freeze
 WORKERS = 3
 VERBOSE = ENV["HAKARI_BENCH_VERBOSE"] == "1"
 SCENARIOS = ENV.fetch("HAKARI_BENCH_SCENARIOS", "single,threads,ractors").split(",").map(&:to_sym).freeze
+MODES = ENV.fetch("HAKARI_BENCH_MODES", "cpu,wall").split(",").map(&:to_sym).freeze
+{"HAKARI_BENCH_SCENARIOS" => [SCENARIOS, %i[single threads ractors]], "HAKARI_BENCH_MODES" => [MODES, %i[cpu wall]]}.each do |name, (got, known)|
+  bad = got - known
+  abort "accuracy: #{name}=#{ENV[name].inspect}: #{bad.join(", ")} unknown; known: #{known.join(", ")}" unless bad.empty?
+end
 RACTOR_METHODS = %i[ruby_busy ruby_sleep].freeze
 RACTORS = 2
 
@@ -341,7 +347,7 @@ SCENARIOS.each do |scenario|
     # running (glibc: "realloc(): invalid next size")
     next puts("accuracy: stackprof left out of the ractors scenario (not Ractor-safe)") if scenario == :ractors && profiler == :stackprof
 
-    %i[cpu wall].each do |mode|
+    MODES.each do |mode|
       got, extra = profile_run(profiler, mode, scenario)
       summary << [scenario, profiler, mode, *score(profiler, mode, scenario, got, extra), extra[:steal_ms]]
     end
