@@ -131,18 +131,23 @@ static int state_after_off_cpu(int64_t run_for, int64_t late, int ready, int *mi
 }
 
 /* A tick that finds the thread blocked after its period: BLOCKED when the
- * thread ran at most half a period past the period's end (the code leading to
- * the block used the period, however late the worker looks); STALE when it
- * ran on longer (the worker was kept off its core and what used the period
- * may have returned long before the block). */
+ * thread ran at most 1/16 period past the period's end (the code leading to
+ * the block used the period, however late the worker looks); LATE when it ran
+ * on up to half a period (the period ended somewhere since the previous
+ * tick); STALE when it ran on longer (the worker was kept off its core and
+ * what used the period may have returned long before the block). */
 static void test_state_of_a_tick_after_a_block(void)
 {
     static const struct { const char *what; int64_t run_for, late; int state; } cases[] = {
         {"blocks 20 us past the period, look 40 us late (an ordinary wake-up)", PERIOD + 20 * US, 40 * US,
          HK_TICK_BLOCKED},
         {"blocks 20 us past the period, look 3 periods late", PERIOD + 20 * US, 3 * PERIOD, HK_TICK_BLOCKED},
-        {"blocks just under half a period past it, look 3 periods late", PERIOD + PERIOD / 2 - 10 * US, 3 * PERIOD,
+        {"blocks just under 1/16 period past it, look 3 periods late", PERIOD + PERIOD / 16 - 10 * US, 3 * PERIOD,
          HK_TICK_BLOCKED},
+        {"blocks just over 1/16 period past it, look 100 us late", PERIOD + PERIOD / 16 + 10 * US, 100 * US,
+         HK_TICK_LATE},
+        {"blocks just under half a period past it, look 3 periods late", PERIOD + PERIOD / 2 - 10 * US, 3 * PERIOD,
+         HK_TICK_LATE},
         {"runs 2 periods past it, look 3 periods late", 3 * PERIOD, 3 * PERIOD, HK_TICK_STALE},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

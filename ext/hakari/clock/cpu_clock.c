@@ -55,6 +55,7 @@ static struct {
 static struct {
     clockid_t seen[FOLLOWED];       /* the clock each slot held at the previous look */
     int64_t last[FOLLOWED];         /* its value then */
+    uint8_t moved[FOLLOWED];        /* it moved since the look before */
     int64_t by_process;             /* the process clock's figure at the previous look */
     int64_t total;                  /* the other threads' CPU, summed over the looks */
     int read;                       /* this look read them */
@@ -73,6 +74,7 @@ static struct {
     int n;
     clockid_t clock[FOLLOWED];
     int64_t value[FOLLOWED];
+    uint8_t on_cpu[FOLLOWED];
 } R;
 
 /* ---- the paced worker ---------------------------------------------------- */
@@ -121,6 +123,7 @@ static int64_t read_others(void *ctx, int64_t watched)
             F.seen[i] = 0;
             continue;
         }
+        F.moved[i] = c == F.seen[i] && v > F.last[i];
         if (c != F.seen[i]) {
             /* a thread new to the slot: its CPU counts from where its time began (a short thread
              * that started between two looks had half its run uncounted, and no tick at all) */
@@ -146,7 +149,11 @@ static void before_tick(void *ctx)
     C.hooks.before();
 }
 
-/* the followed clocks this look read (none when it did not), for the tick it makes */
+/* The followed clocks this look read (none when it did not), for the tick it
+ * makes, and whether each thread was on CPU then: it moved since the look
+ * before and moves again by the second read (made only for those that moved).
+ * A job on a thread that was off CPU, in a call it has blocked in since, is
+ * taken as a late tick's (sampler.c blocked_since). */
 static void publish_readings(void)
 {
     __atomic_add_fetch(&R.seq, 1, __ATOMIC_RELAXED);
@@ -155,7 +162,8 @@ static void publish_readings(void)
     for (int i = 0; F.read && i < FOLLOWED; i++)
         if (F.seen[i] && F.last[i] >= 0) {
             R.clock[n] = F.seen[i];
-            R.value[n++] = F.last[i];
+            R.value[n] = F.last[i];
+            R.on_cpu[n++] = F.moved[i] && hk_clock_ns(F.seen[i]) > F.last[i];
         }
     R.n = n;
     __atomic_add_fetch(&R.seq, 1, __ATOMIC_RELEASE);
@@ -191,7 +199,7 @@ static long pace_step(void)
     return wait;
 }
 
-int hk_cpu_clock_reading(clockid_t c, int64_t *value)
+int hk_cpu_clock_reading(clockid_t c, int64_t *value, int *on_cpu)
 {
     for (;;) {
         uint32_t s1 = __atomic_load_n(&R.seq, __ATOMIC_ACQUIRE);
@@ -199,6 +207,7 @@ int hk_cpu_clock_reading(clockid_t c, int64_t *value)
         for (int i = 0; i < n && i < FOLLOWED && !found; i++)
             if (R.clock[i] == c) {
                 *value = R.value[i];
+                *on_cpu = R.on_cpu[i];
                 found = 1;
             }
         __atomic_thread_fence(__ATOMIC_ACQUIRE);

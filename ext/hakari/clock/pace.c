@@ -113,13 +113,17 @@ long hk_pace_look(hk_pacer *p, clockid_t c, int64_t period, const hk_pace_reader
         if (on_cpu) tick->at = again;
         tick->due = (on_cpu && running) || used_all >= period;
         tick->state = on_cpu && running ? HK_TICK_RUNNING : HK_TICK_BLOCKED;
-        /* Off CPU now, after running more than half a period past the
-         * period's end: the worker came late (a busy or stolen core), and the
-         * code that used the period may have returned well before the block,
-         * so the code leading to the block is no longer the likely one. On
-         * time, the worker looks within its wake-up latency of the period's
-         * end (every quarter period once the thread is off CPU), so the thread
-         * cannot have run that much past it. */
+        /* Off CPU now, after running past the period's end for longer than
+         * the worker's usual lateness: the worker came late (it looks every
+         * quarter period while the watched thread is off CPU and others run;
+         * or a busy or stolen core), and the code leading to the block is no
+         * longer the likely place the period ended (LATE). Given to it, a C
+         * call that sleeps holding the GVL right after it is called got two
+         * to three times its CPU in the accuracy bench's threads scenario.
+         * More than half a period past it, the code that used the period may
+         * have returned well before the block (STALE). On time, the worker
+         * looks within its wake-up latency of the period's end. */
+        if (!on_cpu && used_all - period > period / 16) tick->state = HK_TICK_LATE;
         if (!on_cpu && used_all - period > period / 2) tick->state = HK_TICK_STALE;
         /* Off CPU but ready to run: the OS preempted it (a busy machine), in the middle of what
          * it ran, not in a call that blocked. It resumes there, where the job will land: that

@@ -12,15 +12,21 @@
 /* How the watched thread was at a tick (the job reads it with the tick):
  *   RUNNING  on CPU all along: the period went to the code running now;
  *   BLOCKED  off CPU, or back on CPU after being off, soon after the period's
- *            end: it ended in the code leading to the block, and when the job
+ *            end (within 1/16 period of its CPU, the worker's usual lateness):
+ *            it ended in the code leading to the block, and when the job
  *            runs after the block, in the C method that blocked, it gives the
  *            sample to that method's caller;
+ *   LATE     off CPU, after running longer past the period's end, up to half
+ *            a period: the period ended somewhere between the thread's
+ *            previous tick and the block, and such a job gives the sample to
+ *            the methods the stack it finds shares with the previous sample's
+ *            (they ran through all of that code);
  *   STALE    off CPU, after running more than half a period past the period's
  *            end (the worker was kept off its core): the code that used the
  *            period may have returned long before the block, so such a job
  *            gives the sample to the stack of the thread's previous sample,
  *            where the period began. */
-enum { HK_TICK_RUNNING = 0, HK_TICK_BLOCKED = 1, HK_TICK_STALE = 2 };
+enum { HK_TICK_RUNNING = 0, HK_TICK_BLOCKED = 1, HK_TICK_STALE = 2, HK_TICK_LATE = 3 };
 
 /* the pacer's state: the clock it watches and where its period began */
 typedef struct hk_pacer {

@@ -46,8 +46,20 @@ static int tsc_usable; /* read once at load: the clocksource does not change und
 static rb_postponed_job_handle_t job_handle;
 #endif
 
+/* A thread the worker read off CPU at the tick, its clock then `cpu` at `wall`: whether it has
+ * used less than half the wall time since, blocked in the call its job runs in (a C call that
+ * sleeps holding the GVL, say). Its weight, used before that call, then goes as a late tick's
+ * (pace.h): such calls got 2-3 times their CPU in the accuracy bench's threads scenario.
+ * Cold: a job on a thread the worker did not watch, which was not running at the tick. */
+__attribute__((cold, noinline)) static int blocked_since(clockid_t c, int64_t cpu, int64_t wall)
+{
+    int64_t wall_since = hk_clock_ns(CLOCK_MONOTONIC) - wall, cpu_since = hk_clock_ns(c) - cpu;
+    return wall_since >= S.period_ns / 8 && cpu_since >= 0 && cpu_since * 2 < wall_since;
+}
+
 /* Clock c at the latest tick, if the worker read that clock (and how its
- * thread was then, HK_TICK_*); else c now (cpu mode after another thread was
+ * thread was then, HK_TICK_*: a thread it read beside the watched one, off CPU
+ * then, is a late tick's); else c now (cpu mode after another thread was
  * sampled, when the worker did not read c beside the clock it watched). */
 HK_HOT static int64_t clock_at_tick(clockid_t c_want, int *state, hk_leaf *leaf)
 {
@@ -56,6 +68,7 @@ HK_HOT static int64_t clock_at_tick(clockid_t c_want, int *state, hk_leaf *leaf)
     int64_t v = S.tick.value;
     int b = S.tick.state;
     hk_leaf l = S.tick.leaf;
+    int64_t wall = S.tick.wall;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint32_t s2 = __atomic_load_n(&S.tick.seq, __ATOMIC_RELAXED);
     if (s1 == s2 && !(s1 & 1) && c == c_want && v >= 0) {
@@ -63,7 +76,11 @@ HK_HOT static int64_t clock_at_tick(clockid_t c_want, int *state, hk_leaf *leaf)
         *leaf = l;
         return v;
     }
-    if (S.cfg.mode == HK_MODE_CPU && hk_cpu_clock_reading(c_want, &v)) return v;
+    int on_cpu;
+    if (S.cfg.mode == HK_MODE_CPU && hk_cpu_clock_reading(c_want, &v, &on_cpu)) {
+        if (!on_cpu && s1 == s2 && !(s1 & 1) && blocked_since(c_want, v, wall)) *state = HK_TICK_LATE;
+        return v;
+    }
     return hk_clock_ns(c_want);
 }
 
@@ -432,6 +449,7 @@ void hk_sampler_trigger(clockid_t c, int64_t value, int state, hk_leaf leaf)
     S.tick.value = value;
     S.tick.state = state;
     S.tick.leaf = leaf;
+    S.tick.wall = c == CLOCK_MONOTONIC ? value : hk_clock_ns(CLOCK_MONOTONIC);
     __atomic_add_fetch(&S.tick.seq, 1, __ATOMIC_RELEASE);
 #ifdef HAVE_RB_POSTPONED_JOB_PREREGISTER
     rb_postponed_job_trigger(job_handle);
@@ -462,8 +480,9 @@ static void cpu_tick(clockid_t c, int64_t value, int state)
      * and off: one found idle long past the period's end does not say that the sampled thread's
      * code returned long before it blocked. Taken as stale, such ticks gave their periods to the
      * stack of the thread's previous sample (the accuracy bench's threads scenario, 10 s on
-     * 3.4: 115 stale ticks, c_busy +3.2 %, ruby_busy -2.4 %; as blocked: +0.6 %, -0.2 %). */
-    if (S.mn && state == HK_TICK_STALE) state = HK_TICK_BLOCKED;
+     * 3.4: 115 stale ticks, c_busy +3.2 %, ruby_busy -2.4 %; as blocked: +0.6 %, -0.2 %). Late
+     * ones likewise. */
+    if (S.mn && (state == HK_TICK_STALE || state == HK_TICK_LATE)) state = HK_TICK_BLOCKED;
     hk_sampler_trigger(c, value, state, S.worker_leaf);
 }
 

@@ -104,6 +104,7 @@ typedef struct hk_tick {
     int64_t value;         /* ns, or -1 when the clock could not be read */
     int state;             /* HK_TICK_* (pace.h): how the watched thread was at the tick */
     hk_leaf leaf;          /* the watched thread's leaf frame, read just before the clock */
+    int64_t wall;          /* the monotonic clock as the tick was made (ns) */
 } hk_tick;
 
 typedef struct hk_loc { VALUE frame; int line; } hk_loc;

@@ -130,23 +130,48 @@ static void verify_key(int n, int same)
 }
 
 
-/* A tick the worker took with this thread off CPU (pace.h), whose job runs
- * after the block, in the C method (line 0) that blocked: that method used
- * next to no CPU. Returns how many frames to leave out of the sample's stack
- * (1: the period ended shortly, the worker's wake-up latency, before the
- * thread blocked, in the code leading to the blocking call: its caller gets
- * it), or sets *stale_to for a stale tick: the code that used its period may
- * have returned long before the block, so nothing seen now is known to have
- * used it; the one stack known to have run in it is where it began, seen by
- * this thread's previous sample. Rare, so kept off the sampling path's lines. */
-__attribute__((cold, noinline)) static int off_cpu_tick(uint32_t tick_stack, int state, int n, int64_t *stale_to)
+/* How many of the current sample's n frames (S.frame_buf, leaf first) but its
+ * leaf, from the root, are the frames of stack `base` (its methods, whatever
+ * their lines): the methods that ran from this thread's previous tick to now
+ * without returning. 0 when base is not found. */
+static int frames_in_common(uint32_t base, int n)
+{
+    uint32_t kn = 0;
+    const uint32_t *key = hk_intern_get(&S.stacks, base, &kn);
+    if (!key || kn < 2) return 0;
+    key += 2, kn -= 2; /* the thread and its labels */
+    int i = 0;
+    for (; i < n - 1 && (uint32_t)i < kn; i++) {
+        uint32_t lid = key[i];
+        if (!lid || lid > S.nlocs || S.locs[lid - 1].frame != S.frame_buf[n - 1 - i]) break;
+    }
+    return i;
+}
+
+/* A tick the worker took with this thread off CPU, or back on it after a
+ * block (pace.h), whose job runs in the C method (line 0) that blocked: that
+ * method used next to no CPU. Returns how many frames to leave out of the
+ * sample's stack: for a blocked tick (the period ended shortly before the
+ * thread blocked, in the code leading to the blocking call) 1, its caller
+ * gets it; for a late one (ended earlier, anywhere since the thread's previous
+ * tick) the frames this stack does not share with the previous sample's, never
+ * the leaf C method; given to the caller, a method that blocks right after it
+ * is called (the accuracy bench's c_sleep_hold: a C call that sleeps holding
+ * the GVL) got the CPU its callers had used before it. Or sets *stale_to for a
+ * stale tick: the code that used its period may have returned long before the
+ * block, so nothing seen now is known to have used it; the one stack known to
+ * have run in it is where it began, seen by this thread's previous sample.
+ * Rare, so kept off the sampling path's lines. */
+__attribute__((cold, noinline)) static int off_cpu_tick(uint32_t tick_stack, int state, int n, int truncated, int64_t *stale_to)
 {
     if (n <= 1 || S.line_buf[0] != 0) return 0; /* not in a C method: the thread was preempted or resumed */
     if (state == HK_TICK_STALE && tick_stack) {
         *stale_to = (int64_t)tick_stack - 1;
         return 0;
     }
-    return 1;
+    if (state != HK_TICK_LATE || !tick_stack || truncated) return 1; /* the caller's */
+    int common = frames_in_common(tick_stack - 1, n);
+    return common > 0 ? n - common : n - 1;
 }
 
 
@@ -221,7 +246,7 @@ HK_HOT static void resolve_sample(const sample_head *h, const uint64_t *cap, con
     int truncated = n > max || cut;
     if (n > max) n = max;
     int64_t stale_to = -1;
-    if (HK_HEAD_TICK(h) != HK_TICK_RUNNING && !late) late = off_cpu_tick(*tick_stack, HK_HEAD_TICK(h), n, &stale_to);
+    if (HK_HEAD_TICK(h) != HK_TICK_RUNNING && !late) late = off_cpu_tick(*tick_stack, HK_HEAD_TICK(h), n, truncated, &stale_to);
     /* the sample goes to its stack without the frames called after the tick;
      * only that stack is interned; the ids of all n stay in the key buffer for the next sample */
     int skip = late > 0 && late < n ? late : 0;
