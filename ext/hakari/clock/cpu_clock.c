@@ -74,7 +74,7 @@ static struct {
     int n;
     clockid_t clock[FOLLOWED];
     int64_t value[FOLLOWED];
-    uint8_t on_cpu[FOLLOWED];
+    uint8_t blocked[FOLLOWED];
 } R;
 
 /* ---- the paced worker ---------------------------------------------------- */
@@ -150,10 +150,15 @@ static void before_tick(void *ctx)
 }
 
 /* The followed clocks this look read (none when it did not), for the tick it
- * makes, and whether each thread was on CPU then: it moved since the look
- * before and moves again by the second read (made only for those that moved).
- * A job on a thread that was off CPU, in a call it has blocked in since, is
- * taken as a late tick's (sampler.c blocked_since). */
+ * makes, and which threads had blocked then: ran since the look before, did
+ * not run between the two reads, and are not ready to run (a loaded machine's
+ * OS preempts a thread in the middle of its work: as blocked, a C loop's
+ * ticks went to its callers, 470 ms of 2 s in the accuracy bench's threads
+ * scenario beside two busy processes). Those that did not run since the look
+ * before are not known to have blocked (a long wait for a core looks the
+ * same), and read again only when they moved: a /proc read each, on the
+ * worker, at ticks only. A job on a blocked thread, in a call it has blocked in
+ * since, is taken as a late tick's (sampler.c blocked_since). */
 static void publish_readings(void)
 {
     __atomic_add_fetch(&R.seq, 1, __ATOMIC_RELAXED);
@@ -163,7 +168,7 @@ static void publish_readings(void)
         if (F.seen[i] && F.last[i] >= 0) {
             R.clock[n] = F.seen[i];
             R.value[n] = F.last[i];
-            R.on_cpu[n++] = F.moved[i] && hk_clock_ns(F.seen[i]) > F.last[i];
+            R.blocked[n++] = F.moved[i] && hk_clock_ns(F.seen[i]) == F.last[i] && hk_thread_cpu_clock_runnable(F.seen[i]) == 0;
         }
     R.n = n;
     __atomic_add_fetch(&R.seq, 1, __ATOMIC_RELEASE);
@@ -199,7 +204,7 @@ static long pace_step(void)
     return wait;
 }
 
-int hk_cpu_clock_reading(clockid_t c, int64_t *value, int *on_cpu)
+int hk_cpu_clock_reading(clockid_t c, int64_t *value, int *blocked)
 {
     for (;;) {
         uint32_t s1 = __atomic_load_n(&R.seq, __ATOMIC_ACQUIRE);
@@ -207,7 +212,7 @@ int hk_cpu_clock_reading(clockid_t c, int64_t *value, int *on_cpu)
         for (int i = 0; i < n && i < FOLLOWED && !found; i++)
             if (R.clock[i] == c) {
                 *value = R.value[i];
-                *on_cpu = R.on_cpu[i];
+                *blocked = R.blocked[i];
                 found = 1;
             }
         __atomic_thread_fence(__ATOMIC_ACQUIRE);

@@ -57,8 +57,8 @@ void hk_cpu_clock_watch(clockid_t c, int64_t from);
 void hk_cpu_clock_poke(void);
 /* ctx: GVL (the job). Clock c's value at the latest tick where the paced worker read it
  * beside the watched one's (a thread it follows, read because the watched one was not running
- * all the time): 1, *value and *on_cpu (whether its thread was running then), or 0. */
-int hk_cpu_clock_reading(clockid_t c, int64_t *value, int *on_cpu);
+ * all the time): 1, *value and *blocked (whether its thread had just blocked then), or 0. */
+int hk_cpu_clock_reading(clockid_t c, int64_t *value, int *blocked);
 /* ctx: GVL. Thread tid began (or lives at start), its CPU counting from where its clock reads
  * `from` (-1: from the worker's first look at it): the paced worker follows it, or with perf
  * counters it gets one; and its end. */

@@ -46,11 +46,11 @@ static int tsc_usable; /* read once at load: the clocksource does not change und
 static rb_postponed_job_handle_t job_handle;
 #endif
 
-/* A thread the worker read off CPU at the tick, its clock then `cpu` at `wall`: whether it has
+/* A thread the worker found blocked at the tick, its clock then `cpu` at `wall`: whether it has
  * used less than half the wall time since, blocked in the call its job runs in (a C call that
  * sleeps holding the GVL, say). Its weight, used before that call, then goes as a late tick's
  * (pace.h): such calls got 2-3 times their CPU in the accuracy bench's threads scenario.
- * Cold: a job on a thread the worker did not watch, which was not running at the tick. */
+ * Cold: a job on a thread the worker did not watch, which had blocked at the tick. */
 __attribute__((cold, noinline)) static int blocked_since(clockid_t c, int64_t cpu, int64_t wall)
 {
     int64_t wall_since = hk_clock_ns(CLOCK_MONOTONIC) - wall, cpu_since = hk_clock_ns(c) - cpu;
@@ -58,7 +58,7 @@ __attribute__((cold, noinline)) static int blocked_since(clockid_t c, int64_t cp
 }
 
 /* Clock c at the latest tick, if the worker read that clock (and how its
- * thread was then, HK_TICK_*: a thread it read beside the watched one, off CPU
+ * thread was then, HK_TICK_*: a thread it read beside the watched one, blocked
  * then, is a late tick's); else c now (cpu mode after another thread was
  * sampled, when the worker did not read c beside the clock it watched). */
 HK_HOT static int64_t clock_at_tick(clockid_t c_want, int *state, hk_leaf *leaf)
@@ -76,9 +76,9 @@ HK_HOT static int64_t clock_at_tick(clockid_t c_want, int *state, hk_leaf *leaf)
         *leaf = l;
         return v;
     }
-    int on_cpu;
-    if (S.cfg.mode == HK_MODE_CPU && hk_cpu_clock_reading(c_want, &v, &on_cpu)) {
-        if (!on_cpu && s1 == s2 && !(s1 & 1) && blocked_since(c_want, v, wall)) *state = HK_TICK_LATE;
+    int blocked;
+    if (S.cfg.mode == HK_MODE_CPU && hk_cpu_clock_reading(c_want, &v, &blocked)) {
+        if (blocked && s1 == s2 && !(s1 & 1) && blocked_since(c_want, v, wall)) *state = HK_TICK_LATE;
         return v;
     }
     return hk_clock_ns(c_want);
