@@ -82,6 +82,32 @@ class StatesTest < Minitest::Test
     [reader, writer].each(&:close)
   end
 
+  # A thread that runs on past its last tick and then blocks has its next sample taken while it
+  # waits, by another thread's job (here the sleeper's, as it ends). What it ran after that tick
+  # (at 10 Hz up to 100 ms) is running time, not the block's: where Ruby has no GVL events
+  # (3.1), read on the thread's CPU clock when that sample is taken.
+  def test_a_run_up_to_a_block_is_running_when_the_wait_is_sampled
+    cpu = spun = joined = nil
+    data = Hakari.start(mode: :wall, frequency: 10) do
+      sleeper = Thread.new { sleep 0.6 }
+      spun = Workloads.elapsed_ns do
+        cpu0 = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond)
+        Workloads.spin(0.25)
+        cpu = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID, :nanosecond) - cpu0
+      end
+      joined = Workloads.elapsed_ns { sleeper.join }
+    end
+    main = data[:samples].find { |frames, *| frames.any? { |f| f[0] == "Workloads.spin" } }[3]
+    running = by_state(data, thread: main)["running"]
+    in_join = data[:samples].sum do |frames, weight, _, seq|
+      seq == main && frames[0][0] == "[GVL blocked]" && frames[1][0] == "Thread#join" ? weight : 0
+    end
+    # the spin's time off CPU (the OS's or a hypervisor's preemption) may be taken to be blocked
+    off_cpu = [spun - cpu, 0].max
+    assert_operator running, :>=, cpu - 3_000_000, "the spin used #{cpu} ns of CPU in #{spun}: #{by_state(data, thread: main)}"
+    assert_operator in_join, :<=, joined + off_cpu + 3_000_000, "the join took #{joined} ns"
+  end
+
   # One of the two workers holds the GVL all along the span the main thread joins them: that
   # span is their running time (not their CPU clocks' 300 ms, which leave out what the OS or
   # the hypervisor took from them), and each waits while the other runs. 3.1 tells a thread's

@@ -19,13 +19,14 @@ static inline int64_t hk_clock_ns(clockid_t c)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* The calling thread's time spent runnable but not running (waiting on a run queue, as when the
- * OS or the hypervisor gives its core to another), in ns: the second field of Linux's
- * /proc/thread-self/schedstat. -1 where it cannot be read. ctx: any; three system calls. */
-static inline int64_t hk_thread_run_delay_ns(void)
+/* A thread's time spent runnable but not running (waiting on a run queue, as when the OS or the
+ * hypervisor gives its core to another), in ns: the second field of Linux's schedstat file for
+ * it, `path` (/proc/thread-self/schedstat: the calling thread's). -1 where it cannot be read.
+ * ctx: any; three system calls. */
+static inline int64_t hk_run_delay_ns_at(const char *path)
 {
     char buf[96];
-    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
@@ -33,6 +34,16 @@ static inline int64_t hk_thread_run_delay_ns(void)
     buf[n] = 0;
     unsigned long long on_cpu, delay;
     return sscanf(buf, "%llu %llu", &on_cpu, &delay) == 2 ? (int64_t)delay : -1;
+}
+
+static inline int64_t hk_thread_run_delay_ns(void) { return hk_run_delay_ns_at("/proc/thread-self/schedstat"); }
+
+/* the same of another thread of this process, by its native id */
+static inline int64_t hk_task_run_delay_ns(int tid)
+{
+    char path[48];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
+    return hk_run_delay_ns_at(path);
 }
 
 #if defined(__x86_64__) || defined(__i386__)

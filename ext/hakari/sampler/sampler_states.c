@@ -22,6 +22,8 @@
  */
 #include "sampler_int.h"
 
+#include "cpu_events.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,17 +314,33 @@ int hk_states_gvl_state(const hk_thread *t)
     return HK_STATE_RUNNING;
 }
 
-/* Where Ruby tells nothing of the GVL: the calling thread t's CPU clock and run delay now, as
- * the marks its next own time off CPU is measured from. Returns its time off CPU since the
- * previous marks that it was not kept off a core while runnable (0 when they were unknown). */
-static int64_t mark_cpu(hk_thread *t)
+/* Where Ruby tells nothing of the GVL: thread t's CPU clock and run delay (cpu and delay, read
+ * now), as the marks its next own time off CPU is measured from. Returns its time off CPU since
+ * the previous marks that it was not kept off a core while runnable (0 when they were unknown). */
+static int64_t move_cpu_marks(hk_thread *t, int64_t cpu, int64_t delay)
 {
-    int64_t cpu = hk_clock_ns(CLOCK_THREAD_CPUTIME_ID), delay = hk_thread_run_delay_ns();
     int64_t used = t->cpu_mark >= 0 && cpu >= 0 ? cpu - t->cpu_mark : -1;
     int64_t kept = t->delay_mark >= 0 && delay >= 0 ? delay - t->delay_mark : 0;
     t->cpu_mark = cpu;
     t->delay_mark = delay;
     return used < 0 ? -1 : used + kept;
+}
+
+/* the same for t the calling thread */
+static int64_t mark_cpu(hk_thread *t)
+{
+    return move_cpu_marks(t, hk_clock_ns(CLOCK_THREAD_CPUTIME_ID), hk_thread_run_delay_ns());
+}
+
+int64_t hk_states_ran_before_waiting(hk_thread *t, int64_t weight)
+{
+    if (t->gvl || S.cfg.mode != HK_MODE_WALL || t->tid <= 0) return 0;
+    int64_t on = move_cpu_marks(t, hk_clock_ns(hk_thread_cpu_clock(t->tid)), hk_task_run_delay_ns(t->tid));
+    /* its GCs' time (3.2) was on its CPU too, and has its own leaves; what a change of its
+     * labels took already is in no sample twice */
+    int64_t room = weight - t->gc_mark - t->gc_sweep - t->ahead;
+    on -= t->gc_mark + t->gc_sweep;
+    return on <= 0 || room <= 0 ? 0 : on > room ? room : on;
 }
 
 void hk_states_thread(hk_thread *t, int running)
