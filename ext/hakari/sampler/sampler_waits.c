@@ -61,17 +61,18 @@ static int record_tail(uint32_t seq, int64_t weight, uint32_t labels);
 /* Where Ruby tells nothing of the GVL (wall mode), a waiting thread that has run since its
  * previous sample (its stack moved, or its own sample came since): what it ran after that
  * sample, up to the call it waits in, read on its CPU clock and run delay, goes as a tail
- * (under that sample's stack, with an [unsampled] leaf; in label set `labels` where it had
- * none) and its time moves on past it; the rest is the wait's. Without it, that run went with the block: a late tick's gap, several
+ * (under that sample's stack, with an [unsampled] leaf; where it had none, in its labels
+ * when it waits, found by its stack, else none: it may have ended) and its time moves on past
+ * it; the rest is the wait's. Without it, that run went with the block: a late tick's gap, several
  * milliseconds on a loaded machine, or up to a period (a thread that spun 250 ms at 10 Hz
  * before a join: 200 ms of it running). */
-static void take_run_before_wait(hk_thread *t, int64_t now, uint32_t labels)
+static void take_run_before_wait(hk_thread *t, int64_t now, int waits)
 {
     if (t->gvl || S.cfg.mode != HK_MODE_WALL || t->prev_clock < 0) return;
     int64_t on = hk_states_ran_before_waiting(t, now - t->prev_clock);
     if (on <= 0) return;
     if (!t->seq) t->seq = hk_sampler_next_seq();
-    if (record_tail(t->seq, on, labels) == 0) t->prev_clock += on;
+    if (record_tail(t->seq, on, waits ? hk_labels_of(t->thread) : 0) == 0) t->prev_clock += on;
 }
 
 /* a waiting thread's weight up to now (weight_until), numbering it at its first sample */
@@ -86,7 +87,7 @@ static int64_t wait_weight(hk_thread *t, int64_t now)
  * for its next sample), -1 when the ring is full. */
 static int sample_waiting_stack(hk_thread *t, int64_t now)
 {
-    take_run_before_wait(t, now, hk_labels_of(t->thread));
+    take_run_before_wait(t, now, 1);
     uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room);
     if (!at) return -1;
     uint64_t w0 = cost_clock();
@@ -198,7 +199,7 @@ static int record_tail(uint32_t seq, int64_t weight, uint32_t labels)
 void hk_sampler_take_thread_tail(hk_thread *t, int64_t now, int own)
 {
     if (t->prev_clock < 0 || now < 0 || t->own) return;
-    if (!own && !t->spot_valid) take_run_before_wait(t, now, 0); /* it may have ended: its labels are not read */
+    if (!own && !t->spot_valid) take_run_before_wait(t, now, 0);
     int64_t weight = now - t->prev_clock;
     t->prev_clock = now;
     if (weight <= 0) return;
