@@ -68,8 +68,8 @@ static int record_tail(uint32_t seq, int64_t weight, uint32_t labels);
  * before a join: 200 ms of it running). */
 static void take_run_before_wait(hk_thread *t, int64_t now, int waits)
 {
-    if (t->gvl || S.cfg.mode != HK_MODE_WALL || t->prev_clock < 0) return;
-    int64_t on = hk_states_ran_before_waiting(t, now - t->prev_clock);
+    if (t->prev_clock < 0) return;
+    int64_t on = hk_states_ran_before_waiting(t, now - t->prev_clock); /* 0 but without GVL events, in wall mode */
     if (on <= 0) return;
     if (!t->seq) t->seq = hk_sampler_next_seq();
     if (record_tail(t->seq, on, waits ? hk_labels_of(t->thread) : 0) == 0) t->prev_clock += on;
