@@ -506,10 +506,10 @@ enum { HK_SPLIT_WAITING, HK_SPLIT_OWN, HK_SPLIT_OWN_END };
  * sample is long enough to hold a block; HK_SPLIT_OWN_END: always). */
 int64_t hk_states_take(hk_thread *t, int64_t weight, int64_t to, int whose, int64_t parts[HK_NSTATES]);
 /* ctx: GVL, t another thread, sampled where it waits (wall mode, where Ruby has no GVL events).
- * Of its weight (its time since its previous sample), the part it ran since its marks (its CPU
- * and run delay, read on its native thread's clocks; the marks move to now), which no sample
- * took: the end of a stretch it ran before it blocked, with no tick of its own after it. 0 where
- * that cannot be read or Ruby has the events. */
+ * Of its weight (its time since its previous sample, less what other states took), the part it
+ * ran since its marks (its CPU, read on its native thread's clock; the marks move to now): the
+ * end of a stretch it ran before it blocked, with no tick of its own after it. 0 where that
+ * cannot be read or Ruby has the events. */
 int64_t hk_states_ran_before_waiting(hk_thread *t, int64_t weight);
 /* ctx: GVL, t the calling thread. Whether it spent time in another state than running since
  * its latest sample that no sample holds yet (a GC's steps; in wall mode, where Ruby has GVL

@@ -44,35 +44,24 @@ void hk_sampler_take_parts(const hk_thread *t, const int64_t parts[HK_NSTATES])
 
 /* A waiting thread's weight up to now, split by state. Where Ruby tells
  * nothing of the GVL (no thread event hooks), a thread sampled while another
- * holds it is off it: its time counts as blocked (what it ran before it
- * blocked was taken first: take_run_before_wait). */
-static int64_t waiting_parts(hk_thread *t, int64_t weight, int64_t now, int64_t parts[HK_NSTATES])
+ * holds it is off it: its time counts as blocked, but for what it ran up to
+ * the call it waits in, when it has run since its previous sample (ran: its
+ * stack moved, or its own sample came since), read on its CPU clock: running
+ * time at the stack it is found at, as any sample's time since the thread's
+ * previous one goes. Without it, that run went to the block as blocked: a late
+ * tick's gap, several milliseconds on a loaded machine, or up to a period (a
+ * thread that spun 250 ms at 10 Hz before a join: 200 ms of it running). */
+static int64_t waiting_parts(hk_thread *t, int64_t weight, int64_t now, int ran, int64_t parts[HK_NSTATES])
 {
     int64_t running = hk_states_take(t, weight, now, HK_SPLIT_WAITING, parts);
     if (!t->gvl && S.cfg.mode == HK_MODE_WALL) {
-        parts[HK_STATE_BLOCKED] += running;
-        running = 0;
+        /* its GCs' time (3.2) was on its CPU too, and has its own leaves */
+        int64_t on = ran && running > 0 ? hk_states_ran_before_waiting(t, running) - parts[HK_STATE_GC_MARK] - parts[HK_STATE_GC_SWEEP] : 0;
+        if (on < 0) on = 0;
+        parts[HK_STATE_BLOCKED] += running - on;
+        running = on;
     }
     return running;
-}
-
-static int record_tail(uint32_t seq, int64_t weight, uint32_t labels);
-
-/* Where Ruby tells nothing of the GVL (wall mode), a waiting thread that has run since its
- * previous sample (its stack moved, or its own sample came since): what it ran after that
- * sample, up to the call it waits in, read on its CPU clock and run delay, goes as a tail
- * (under that sample's stack, with an [unsampled] leaf; where it had none, in its labels
- * when it waits, found by its stack, else none: it may have ended) and its time moves on past
- * it; the rest is the wait's. Without it, that run went with the block: a late tick's gap, several
- * milliseconds on a loaded machine, or up to a period (a thread that spun 250 ms at 10 Hz
- * before a join: 200 ms of it running). */
-static void take_run_before_wait(hk_thread *t, int64_t now, int waits)
-{
-    if (t->prev_clock < 0) return;
-    int64_t on = hk_states_ran_before_waiting(t, now - t->prev_clock); /* 0 but without GVL events, in wall mode */
-    if (on <= 0) return;
-    if (!t->seq) t->seq = hk_sampler_next_seq();
-    if (record_tail(t->seq, on, waits ? hk_labels_of(t->thread) : 0) == 0) t->prev_clock += on;
 }
 
 /* a waiting thread's weight up to now (weight_until), numbering it at its first sample */
@@ -87,7 +76,6 @@ static int64_t wait_weight(hk_thread *t, int64_t now)
  * for its next sample), -1 when the ring is full. */
 static int sample_waiting_stack(hk_thread *t, int64_t now)
 {
-    take_run_before_wait(t, now, 1);
     uint64_t *at = hk_ring_reserve(&S.ring, HEAD_WORDS + S.capture_room);
     if (!at) return -1;
     uint64_t w0 = cost_clock();
@@ -97,7 +85,7 @@ static int sample_waiting_stack(hk_thread *t, int64_t now)
     /* read again: the capture left its mark in the leaf */
     t->spot_valid = hk_stack_walk_spot(t->vm_thread, &t->spot) == 0;
     sample_head *h = (sample_head *)at;
-    int64_t running = waiting_parts(t, wait_weight(t, now), now, S.parts);
+    int64_t running = waiting_parts(t, wait_weight(t, now), now, 1, S.parts);
     *h = (sample_head){.state = HK_TICK_RUNNING | (running ? 0 : HK_HEAD_STACK_ONLY), .weight = running};
     h->seq = t->seq;
     h->labels = hk_labels_of(t->thread);
@@ -124,7 +112,7 @@ static int sample_unchanged_stacks(size_t count, int64_t now)
             if (!t->again) continue;
             t->again = 0;
             done++;
-            int64_t running = waiting_parts(t, wait_weight(t, now), now, S.parts);
+            int64_t running = waiting_parts(t, wait_weight(t, now), now, 0, S.parts);
             if (running > 0) {
                 pair[2 * k] = HK_AGAIN_WORD(t->seq, HK_STATE_RUNNING);
                 pair[2 * k + 1] = (uint64_t)running;
@@ -199,12 +187,11 @@ static int record_tail(uint32_t seq, int64_t weight, uint32_t labels)
 void hk_sampler_take_thread_tail(hk_thread *t, int64_t now, int own)
 {
     if (t->prev_clock < 0 || now < 0 || t->own) return;
-    if (!own && !t->spot_valid) take_run_before_wait(t, now, 0);
     int64_t weight = now - t->prev_clock;
     t->prev_clock = now;
     if (weight <= 0) return;
     if (!t->seq) t->seq = hk_sampler_next_seq();
-    int64_t running = own ? hk_states_take(t, weight, now, HK_SPLIT_OWN_END, S.parts) : waiting_parts(t, weight, now, S.parts);
+    int64_t running = own ? hk_states_take(t, weight, now, HK_SPLIT_OWN_END, S.parts) : waiting_parts(t, weight, now, !t->spot_valid, S.parts);
     /* another thread's fiber slots are read only where it waits (it may have ended) */
     if (running > 0 && record_tail(t->seq, running, own ? hk_labels_of(t->thread) : 0) < 0) return;
     hk_sampler_take_parts(t, S.parts);
